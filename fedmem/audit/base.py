@@ -1,0 +1,209 @@
+"""The audit interface: what every memorization method sees and returns.
+
+An audit *method* (MR, PEARL, Prior-Aware, utility) is a small class registered by name. It is built once per
+run (so it can build indexes and load helper models once) and called once per audited round with a
+:class:`RoundContext`. Methods never call the model directly: they ask the round context for generations and
+log-probabilities, which are memoised per round, so two methods asking for the same prompts share one pass
+(the lm-evaluation-harness idea, kept small).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AuditSample:
+    """One training or test sample, prepared for auditing.
+
+    The memorization text (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix p and the
+    following ``suffix_len`` tokens the suffix s. ``prompt_ids`` is the chat-templated user turn holding the
+    prefix, ending with the generation prompt, ready to feed to ``generate``.
+    """
+
+    id: str  # stable across rounds, e.g. "c0/train/17"
+    client: int
+    split: str  # "train" | "test"
+    prompt_ids: tuple[int, ...]
+    prefix_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    prefix_text: str
+    suffix_text: str
+    reference: str = ""  # the assistant turn (for utility)
+    label: str | None = None  # classification label, if any
+    tags: dict[str, Any] = field(default_factory=dict)  # ground truth: {"canary": id, "copies": n, "generic": bool}
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A decoding preset (SPEC §3). ``strategy`` is one of greedy, top_k, top_p, temperature."""
+
+    strategy: str = "top_k"
+    top_k: int = 40
+    top_p: float = 0.8
+    temperature: float = 1.0
+
+    def __post_init__(self):
+        if self.strategy not in ("greedy", "top_k", "top_p", "temperature"):
+            raise ValueError(f"decoding.strategy must be greedy, top_k, top_p or temperature, got {self.strategy!r}")
+        if self.top_k < 1 or not 0 < self.top_p <= 1 or self.temperature <= 0:
+            raise ValueError("decoding needs top_k >= 1, 0 < top_p <= 1 and temperature > 0")
+
+
+@dataclass
+class AuditRun:
+    """Everything fixed for the whole run: the audited samples (same every round), sizes, tokenizer, config."""
+
+    train: dict[int, list[AuditSample]]  # client -> sampled train samples (fixed per run)
+    test: dict[int, list[AuditSample]]  # client -> sampled test samples (known non-members)
+    train_sizes: dict[int, int]  # client -> |D_j| (full train split size, for the MR weights)
+    tokenizer: Any
+    decoding: Decoding
+    prefix_len: int
+    suffix_len: int
+    seed: int
+    task: str
+    ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
+    reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
+
+    @property
+    def clients(self) -> list[int]:
+        return sorted(self.train)
+
+    def redact(self, text: str) -> str:
+        """Text for a report: itself only with ``reveal_text``, else a short hash and the length."""
+        if self.reveal_text:
+            return text
+        import hashlib
+
+        return f"<redacted sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]} len={len(text)}>"
+
+
+@dataclass
+class RoundContext:
+    """One audited model at one round. Generation and scoring are memoised here and shared by methods."""
+
+    run: AuditRun
+    round: int
+    model: Any  # a causal LM (peft-wrapped or merged), in eval mode
+    label: str = "fl"  # "fl" or "cl"
+    batch_size: int = 32
+    _gen_cache: dict = field(default_factory=dict, repr=False)
+    _lp_cache: dict = field(default_factory=dict, repr=False)
+
+    def generate(
+        self,
+        prompts: list[tuple[int, ...]],
+        max_new_tokens: int,
+        num_samples: int = 1,
+        decoding: Decoding | None = None,
+        seed: int | None = None,
+    ) -> list[list[list[int]]]:
+        """Continuation token ids: result[i][r] is the r-th sample for prompts[i] (prompt not included).
+
+        Memoised on the full request, so a second method asking the same thing gets the same outputs.
+        """
+        from fedmem.generation import generate_batched
+
+        decoding = decoding or self.run.decoding
+        seed = self.run.seed + 1000 * self.round if seed is None else seed
+        key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
+        if key not in self._gen_cache:
+            self._gen_cache[key] = generate_batched(
+                self.model,
+                self.run.tokenizer,
+                prompts,
+                max_new_tokens=max_new_tokens,
+                num_samples=num_samples,
+                decoding=decoding,
+                seed=seed,
+                batch_size=self.batch_size,
+            )
+        return self._gen_cache[key]
+
+    def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
+        """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
+        from fedmem.scoring import sequence_logprobs
+
+        key = tuple(pairs)
+        if key not in self._lp_cache:
+            self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size)
+        return self._lp_cache[key]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.run.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+class AuditMethod:
+    """Base of a registered audit method. Subclasses set ``name`` and ``Config`` and implement ``audit``."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = dict
+
+    def __init__(self, cfg: Any, run: AuditRun):
+        self.cfg = cfg
+        self.run = run
+
+    def audit(self, ctx: RoundContext) -> dict[str, Any]:
+        """Return this method's JSON-serialisable section of ``report.json`` for one round."""
+        raise NotImplementedError
+
+    def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
+        """Optional: write plots for the human report; return (title, file name relative to out_dir) pairs."""
+        return []
+
+    def markdown(self, section: dict[str, Any]) -> str:
+        """Optional: a short Markdown summary of the section for the human report."""
+        return ""
+
+
+AUDIT_METHODS: dict[str, type[AuditMethod]] = {}
+
+
+def register(cls: type[AuditMethod]) -> type[AuditMethod]:
+    """Class decorator: make an audit method available under ``cls.name`` to ``conf/audit``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a non-empty name")
+    if cls.name in AUDIT_METHODS and AUDIT_METHODS[cls.name] is not cls:
+        raise ValueError(f"audit method {cls.name!r} is registered twice")
+    AUDIT_METHODS[cls.name] = cls
+    return cls
+
+
+def build_method_config(name: str, section: dict[str, Any] | None) -> Any:
+    """Validate one method's config section (dataclass ``__post_init__`` checks) before any training."""
+    if name not in AUDIT_METHODS:
+        raise ValueError(f"unknown audit method {name!r}; known: {sorted(AUDIT_METHODS)}")
+    cls = AUDIT_METHODS[name].Config
+    section = dict(section or {})
+    if cls is dict:
+        return section
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(section) - known
+    if unknown:
+        raise ValueError(f"audit.{name}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    return cls(**section)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays and dataclasses to plain JSON types."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return None
+    return obj
+
+
+Factory = Callable[[Any, AuditRun], AuditMethod]
