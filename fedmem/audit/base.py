@@ -91,6 +91,7 @@ class RoundContext:
     round: int
     model: Any  # a causal LM (peft-wrapped or merged), in eval mode
     label: str = "fl"  # "fl" or "cl"
+    out_dir: str | None = None  # round_<r>/ directory: methods may write compact side files here (atomically)
     batch_size: int = 32
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
