@@ -36,6 +36,7 @@ class AuditSample:
     reference: str = ""  # the assistant turn (for utility)
     label: str | None = None  # classification label, if any
     tags: dict[str, Any] = field(default_factory=dict)  # ground truth: {"canary": id, "copies": n, "generic": bool}
+    full_prompt_ids: tuple[int, ...] = ()  # the whole user turn (not truncated), for utility generation
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class AuditRun:
     task: str
     ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
+    task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)
 
     @property
     def clients(self) -> list[int]:

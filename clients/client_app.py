@@ -1,0 +1,39 @@
+"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment``.
+
+Only the adapter crosses the wire, both ways. The FedProx mu comes from the server ("proximal-mu" in the
+train config, set by flwr's FedProx strategy); FedAvg sends none, which is mu = 0.
+"""
+
+from __future__ import annotations
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from fedmem.experiment import client_round, load_config
+
+
+def make_client_app(config_path: str | None = None) -> ClientApp:
+    """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``)."""
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        cfg = load_config(config_path or context.run_config["config-path"])
+        torch.set_num_threads(cfg.simulation.torch_threads)
+        client = int(context.node_config["partition-id"])
+        conf = msg.content["config"]
+        state, metrics = client_round(
+            cfg,
+            client,
+            msg.content["arrays"].to_torch_state_dict(),
+            server_round=int(conf["server-round"]),
+            mu=float(conf.get("proximal-mu", 0.0)),
+        )
+        metrics = MetricRecord({**metrics, "partition-id": client})
+        return Message(RecordDict({"arrays": ArrayRecord(torch_state_dict=state), "metrics": metrics}), reply_to=msg)
+
+    return app
+
+
+app = make_client_app()

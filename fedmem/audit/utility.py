@@ -1,0 +1,79 @@
+"""Utility of the audited model on each client's test split (SPEC §1): ROUGE-L and BLEU for generative tasks,
+accuracy for classification; per client and weighted by test-sample count. It shares the round's generation
+pass machinery (``RoundContext.generate``), greedy so that utility does not depend on the sampling seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedmem.audit.base import AuditMethod, Decoding, RoundContext, register
+
+
+@dataclass
+class UtilityConfig:
+    n: int = field(default=16, metadata={"help": "test samples per client (capped by audit.test_per_client)"})
+    max_new_tokens: int = field(default=48, metadata={"help": "generation budget for the assistant turn"})
+
+    def __post_init__(self):
+        if self.n < 1 or self.max_new_tokens < 1:
+            raise ValueError("audit.utility.n and audit.utility.max_new_tokens must be >= 1")
+
+
+def rouge_l(pred: str, ref: str, _scorer=[]) -> float:
+    if not _scorer:
+        from rouge_score import rouge_scorer
+
+        _scorer.append(rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False))
+    return _scorer[0].score(ref, pred)["rougeL"].fmeasure
+
+
+def bleu(pred: str, ref: str) -> float:
+    """Sentence BLEU-4 with method-1 smoothing (NLTK's implementation; it needs no downloaded data)."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    p, r = pred.lower().split(), ref.lower().split()
+    if not p or not r:
+        return 0.0
+    return float(sentence_bleu([r], p, smoothing_function=SmoothingFunction().method1))
+
+
+def label_match(pred: str, label: str) -> bool:
+    return pred.strip().upper().startswith(label.strip().upper())
+
+
+@register
+class Utility(AuditMethod):
+    name = "utility"
+    Config = UtilityConfig
+
+    def audit(self, ctx: RoundContext) -> dict:
+        samples = [s for c in self.run.clients for s in self.run.test[c][: self.cfg.n]]
+        outs = ctx.generate([s.full_prompt_ids or s.prompt_ids for s in samples], self.cfg.max_new_tokens,
+                            decoding=Decoding(strategy="greedy"), seed=0)
+        classify = self.run.task_config is not None and getattr(self.run.task_config, "metric", "") == "accuracy"
+        per_client: dict[int, dict[str, list[float]]] = {}
+        for s, o in zip(samples, outs):
+            pred = ctx.decode(o[0])
+            d = per_client.setdefault(s.client, {})
+            if classify:
+                d.setdefault("accuracy", []).append(float(label_match(pred, s.label or s.reference)))
+            else:
+                d.setdefault("rouge_l", []).append(rouge_l(pred, s.reference))
+                d.setdefault("bleu", []).append(bleu(pred, s.reference))
+        clients = {c: {k: float(np.mean(v)) for k, v in d.items()} | {"n": len(next(iter(d.values())))}
+                   for c, d in per_client.items()}
+        total = sum(v["n"] for v in clients.values()) or 1
+        keys = ["accuracy"] if classify else ["rouge_l", "bleu"]
+        weighted = {k: sum(v[k] * v["n"] for v in clients.values()) / total for k in keys}
+        return {"per_client": clients, "weighted": weighted, "headline": weighted}
+
+    def markdown(self, section: dict) -> str:
+        keys = list(section.get("weighted", {}))
+        rows = ["| client | " + " | ".join(keys) + " | n |", "|---" * (len(keys) + 2) + "|"]
+        for c, v in section.get("per_client", {}).items():
+            rows.append(f"| {c} | " + " | ".join(f"{v[k]:.4f}" for k in keys) + f" | {v['n']} |")
+        rows.append("| **weighted** | " + " | ".join(f"**{section['weighted'][k]:.4f}**" for k in keys) + " | |")
+        return "\n".join(rows)

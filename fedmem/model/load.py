@@ -1,0 +1,87 @@
+"""Loading base models (tiny preset or Hugging Face checkpoints) and wrapping them with LoRA.
+
+Only the LoRA adapter ever leaves a process: :func:`adapter_state` / :func:`load_adapter_state` are the two
+ends of the wire (peft's ``get_peft_model_state_dict`` / ``set_peft_model_state_dict``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fedmem.config import ModelConfig
+
+PRESETS = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
+    "llama3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_pretrained(cfg: ModelConfig):
+    """A Hugging Face causal LM by id or local directory; one clear error when it cannot be had offline."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.path)
+        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=resolve_dtype(cfg.dtype))
+    except OSError as e:
+        raise RuntimeError(
+            f"could not load model {cfg.path!r} ({cfg.name}): not in the local Hugging Face cache and the hub is "
+            f"unreachable. Download it elsewhere and set model.path to the local directory. ({e})"
+        ) from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model, tokenizer
+
+
+def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: str, progress: bool = True):
+    """(model, tokenizer, where) of the frozen base model."""
+    if cfg.name == "tiny" and not cfg.path:
+        from fedmem.model.tiny import load_or_build_tiny
+
+        return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
+    model, tokenizer = load_pretrained(cfg)
+    return model, tokenizer, cfg.path
+
+
+def wrap_lora(model, cfg: ModelConfig):
+    """LoRA on the configured projections; the base stays frozen. Adapter init is seeded by the caller."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)
+
+
+def adapter_state(model) -> dict[str, torch.Tensor]:
+    """The LoRA weights only (what travels between server and clients), detached CPU copies."""
+    from peft import get_peft_model_state_dict
+
+    return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model).items()}
+
+
+def load_adapter_state(model, state: dict[str, torch.Tensor]) -> None:
+    from peft import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(model, state)
+    unexpected = getattr(result, "unexpected_keys", None)
+    if unexpected:
+        raise ValueError(f"adapter has keys the model does not: {unexpected[:3]}...")

@@ -1,0 +1,34 @@
+"""A minimal progress bar (tqdm) that can be switched off for tests and CI logs."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+
+class _Bar:
+    def __init__(self, total: int, desc: str, enabled: bool):
+        self._bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True)
+
+    def advance(self, n: int = 1, **postfix):
+        if self._bar is not None:
+            self._bar.update(n)
+            if postfix:
+                self._bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in postfix.items()})
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str, enabled: bool = True):
+    bar = _Bar(total, desc, enabled)
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -1,0 +1,153 @@
+"""Reports: ``round_<r>/report.json`` + ``report.md`` / ``report.html`` per round, and a run-level summary.
+
+Every file is written atomically (temp file + rename), so an interrupted run never leaves a half-written report.
+Text excerpts of training data are redacted by the methods themselves (``AuditRun.redact``) unless
+``audit.reveal_text`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from fedmem.audit.base import to_jsonable
+
+PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "bm25s", "spacy", "sentence-transformers", "numpy")
+
+
+def atomic_write_text(path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_adapter(model, target: Path) -> None:
+    """peft's ``save_pretrained`` (adapter weights + config only) into a temp dir, then renamed into place."""
+    target = Path(target)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".adapter-"))
+    model.save_pretrained(tmp)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for p in PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _markdown_to_html(md: str, title: str) -> str:
+    import markdown
+
+    body = markdown.markdown(md, extensions=["tables"])
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "img{max-width:100%}</style></head><body>" + body + "</body></html>"
+    )
+
+
+def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
+                       train_log: dict, methods: dict, elapsed: float) -> dict:
+    report = to_jsonable({
+        "round": server_round,
+        "label": label,
+        "config_hash": cfg.hash(),
+        "seed": cfg.seed,
+        "task": cfg.task.name,
+        "model": cfg.model.name,
+        "strategy": cfg.strategy.name,
+        "train": train_log,
+        "audit": sections,
+        "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
+        "versions": versions(),
+        "config": cfg.to_dict(),
+    })
+    atomic_write_text(out / "report.json", json.dumps(report, indent=2))
+    lines = [f"# Round {server_round} ({label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name})",
+             "", f"config hash `{cfg.hash()}`, seed {cfg.seed}", ""]
+    if train_log:
+        lines += ["## Training", "", "| client | loss | steps | examples |", "|---|---|---|---|"]
+        for client, m in sorted(train_log.items(), key=lambda kv: str(kv[0])):
+            lines.append(f"| {client} | {m.get('train-loss', float('nan')):.4f} | {m.get('steps', '')} | "
+                         f"{m.get('num-examples', '')} |")
+        lines.append("")
+    for name, method in methods.items():
+        sec = report["audit"].get(name, {})
+        lines += [f"## {name} ({timings.get(name, 0):.1f} s)", "", method.markdown(sec) or "", ""]
+        for title, fname in method.render(sec, str(out)):
+            lines += [f"![{title}]({fname})", ""]
+    md = "\n".join(lines)
+    atomic_write_text(out / "report.md", md)
+    atomic_write_text(out / "report.html", _markdown_to_html(md, f"fedmem round {server_round}"))
+    return report
+
+
+def _curves(history: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    from fedmem.experiment import headline
+
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for rep in history:
+        for k, v in headline(rep).items():
+            curves.setdefault(k, []).append((rep["round"], v))
+    return curves
+
+
+def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> None:
+    """``summary.json`` (headline figures per round) and a run report with the round-by-round curves."""
+    run_dir = Path(run_dir)
+    curves = _curves(history)
+    summary = {"config_hash": cfg.hash(), "label": history[0]["label"] if history else None,
+               "strategy": cfg.strategy.name, "rounds": [h["round"] for h in history], "curves": curves}
+    atomic_write_text(run_dir / "summary.json", json.dumps(to_jsonable(summary), indent=2))
+    lines = [f"# fedmem run `{cfg.hash()}`: {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name}", ""]
+    if curves:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        groups: dict[str, list[str]] = {}
+        for k in curves:
+            groups.setdefault(k.split("/")[0], []).append(k)
+        for g, keys in groups.items():
+            fig, ax = plt.subplots(figsize=(6, 3.5))
+            for k in keys:
+                xs, ys = zip(*curves[k])
+                ax.plot(xs, ys, marker="o", label=k.split("/", 1)[1])
+            ax.set_xlabel("round")
+            ax.set_title(g)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            fname = f"curves_{g}.png"
+            fig.savefig(run_dir / f".{fname}.tmp.png", dpi=90)
+            plt.close(fig)
+            os.replace(run_dir / f".{fname}.tmp.png", run_dir / fname)
+            lines += [f"## {g}", "", f"![{g}]({fname})", ""]
+        lines += ["## Headline figures per round", "", "| figure | " + " | ".join(f"r{r}" for r in summary["rounds"]) + " |",
+                  "|---|" + "---|" * len(summary["rounds"])]
+        for k, pts in curves.items():
+            vals = dict(pts)
+            lines.append(f"| {k} | " + " | ".join(f"{vals[r]:.4g}" if r in vals else "" for r in summary["rounds"]) + " |")
+    lines += ["", "Per-round details: " + ", ".join(f"[round {r}](round_{r}/report.md)" for r in summary["rounds"])]
+    md = "\n".join(lines)
+    atomic_write_text(run_dir / "report.md", md)
+    atomic_write_text(run_dir / "report.html", _markdown_to_html(md.replace(".md)", ".html)"), "fedmem run"))

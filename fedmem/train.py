@@ -1,0 +1,97 @@
+"""The local training loop: one client's round, or one epoch of the centralized baseline.
+
+Plain PyTorch: shuffled micro-batches, gradient accumulation up to the effective batch, AdamW over the LoRA
+weights only, and the FedProx proximal term when the server sends mu > 0. The loss covers the whole rendered
+conversation (user turn included): the memorization text lives in the user turn, and it is exactly what the
+audits look for, as in the paper's supervised fine-tuning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fedmem.config import TrainConfig
+from fedmem.progress import progress_bar
+
+
+def tokenize_examples(records, tokenizer, max_len: int) -> list[list[int]]:
+    """Token ids of each record rendered with the chat template, truncated to ``max_len``."""
+    from fedmem.data import format_example
+
+    texts = [format_example(tokenizer, r.user, r.assistant) for r in records]
+    return [ids[:max_len] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def trainable_params(model) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def proximal_term(model, global_params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """||w - w_global||² over the trainable (LoRA) weights only; the frozen base never moves."""
+    terms = [((p - global_params[n]) ** 2).sum() for n, p in trainable_params(model).items()]
+    return torch.stack(terms).sum()
+
+
+def _collate(batch: list[list[int]], pad_id: int):
+    width = max(len(x) for x in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    att = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, x in enumerate(batch):
+        t = torch.tensor(x, dtype=torch.long)
+        ids[i, : len(x)] = t
+        labels[i, : len(x)] = t
+        att[i, : len(x)] = 1
+    return ids, labels, att
+
+
+def train_local(
+    model,
+    examples: list[list[int]],
+    cfg: TrainConfig,
+    seed: int,
+    pad_id: int,
+    proximal_mu: float = 0.0,
+    epochs: int | None = None,
+    desc: str = "train",
+) -> dict[str, float]:
+    """Train ``model`` in place; returns mean loss, optimizer steps and example count."""
+    if not examples:
+        raise ValueError("train_local got no examples")
+    dev = next(model.parameters()).device
+    torch.manual_seed(seed)  # dropout masks
+    gen = torch.Generator().manual_seed(seed)  # shuffling
+    params = trainable_params(model)
+    global_params = {n: p.detach().clone() for n, p in params.items()} if proximal_mu > 0 else None
+    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    epochs = cfg.local_epochs if epochs is None else epochs
+    micro = math.ceil(len(examples) / cfg.batch_size)
+    steps_per_epoch = math.ceil(micro / cfg.grad_accum)
+    model.train()
+    total, count, steps = 0.0, 0, 0
+    with progress_bar(epochs * steps_per_epoch, desc, enabled=cfg.progress) as bar:
+        for _ in range(epochs):
+            order = torch.randperm(len(examples), generator=gen).tolist()
+            batches = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            for start in range(0, len(batches), cfg.grad_accum):
+                group = batches[start : start + cfg.grad_accum]
+                n_seq = sum(len(b) for b in group)
+                for b in group:
+                    ids, labels, att = _collate([examples[i] for i in b], pad_id)
+                    loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=labels.to(dev)).loss
+                    total += loss.item() * len(b)
+                    count += len(b)
+                    # weight each micro-batch by its share of the step's sequences (last group may be short)
+                    (loss * (len(b) / n_seq)).backward()
+                if global_params is not None:
+                    (proximal_mu / 2 * proximal_term(model, global_params)).backward()
+                if cfg.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                steps += 1
+                bar.advance(loss=total / max(count, 1))
+    model.eval()
+    return {"train-loss": total / max(count, 1), "steps": steps, "num-examples": len(examples)}

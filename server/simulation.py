@@ -1,0 +1,24 @@
+"""Run one experiment in Flower's Simulation Engine (Ray backend): the entry point ``fedmem run`` uses."""
+
+from __future__ import annotations
+
+from flwr.simulation import run_simulation
+
+from clients.client_app import make_client_app
+from fedmem.experiment import load_config
+from server.server_app import make_server_app
+
+
+def simulate(config_path: str) -> None:
+    cfg = load_config(config_path)
+    sim = cfg.simulation
+    run_simulation(
+        server_app=make_server_app(config_path),
+        client_app=make_client_app(config_path),
+        num_supernodes=cfg.num_clients,
+        backend_name=sim.backend,
+        backend_config={
+            "client_resources": {"num_cpus": sim.num_cpus_per_client, "num_gpus": sim.num_gpus_per_client},
+            "init_args": {"log_to_driver": True, "include_dashboard": False},
+        },
+    )
