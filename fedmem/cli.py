@@ -55,6 +55,8 @@ def run_experiment(d: dict, run_dir: str) -> Path:
     try:
         cfg = from_dict(d)
     except (ValueError, TypeError) as e:
+        if Path(run_dir).is_dir() and not any(Path(run_dir).iterdir()):
+            Path(run_dir).rmdir()  # Hydra made it before calling us: leave nothing behind
         _fail(str(e))
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     path = Path(run_dir) / "config.yaml"

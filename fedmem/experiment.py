@@ -211,6 +211,7 @@ class Auditor:
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []
         self._t0 = time.perf_counter()
+        self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
 
     def initial_adapter(self) -> dict:
         return adapter_state(self.model)
@@ -219,6 +220,7 @@ class Auditor:
         """Load the global adapter, save it, run every audit method, write ``round_<r>/``; returns headline metrics."""
         from fedmem.report import save_adapter, write_round_report
 
+        round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
         load_adapter_state(self.model, state)
         out = self.run_dir / f"round_{server_round}"
         out.mkdir(parents=True, exist_ok=True)
@@ -232,11 +234,14 @@ class Auditor:
             t = time.perf_counter()
             sections[name] = method.audit(ctx)
             timings[name] = round(time.perf_counter() - t, 3)
+        if round_seconds is not None:
+            timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(
             out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods,
             elapsed=time.perf_counter() - self._t0,
         )
         self.history.append(report)
+        self._last_end = time.perf_counter()
         return headline(report)
 
     def finish(self) -> None:

@@ -1,0 +1,53 @@
+"""Shared fixtures: a test-sized tiny preset (built once per session, cached) and config helpers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# A smaller tiny preset and dataset than the default experiment, so the real pipeline runs in seconds.
+FAST = [
+    "model.tiny.vocab_size=512",
+    "model.tiny.hidden_size=64",
+    "model.tiny.intermediate_size=128",
+    "model.tiny.num_hidden_layers=2",
+    "model.tiny.num_attention_heads=4",
+    "model.tiny.num_key_value_heads=2",
+    "model.tiny.pretrain_epochs=1",
+    "model.max_seq_len=128",
+    "data.train_per_client=24",
+    "data.test_per_client=6",
+    "data.public_size=200",
+    "audit.samples_per_client=6",
+    "audit.test_per_client=3",
+    "audit.suffix_len=32",
+    "audit.prefix_len=16",
+    "audit.methods=[utility]",
+    "audit.utility.n=2",
+    "audit.utility.max_new_tokens=8",
+    "train.progress=false",
+    "strategy.num_rounds=1",
+    "data.num_clients=2",
+]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("fedmem-cache"))
+
+
+@pytest.fixture
+def compose(cache_dir, tmp_path):
+    """compose(*overrides) -> plain config dict for a fast experiment writing into tmp_path."""
+    from fedmem.cli import compose_dict
+
+    def _compose(*overrides: str) -> dict:
+        d = compose_dict([*FAST, f"cache_dir={cache_dir}", *overrides])
+        d["run_dir"] = str(tmp_path / "run")
+        return d
+
+    return _compose

@@ -1,0 +1,61 @@
+"""Invalid configurations fail before any training, with one clear message."""
+
+import subprocess
+import sys
+
+import pytest
+
+from fedmem.config import from_dict
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("data.num_clients=0", "num_clients"),
+        ("audit.prefix_len=80", "suffix budget"),
+        ("strategy.name=fedbogus", "strategy.name"),
+        ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
+        ("train.effective_batch=12", "multiple of train.batch_size"),
+        ("strategy.proximal_mu=0.1", "only used by fedprox"),
+    ],
+)
+def test_invalid_config_is_rejected(compose, override, message):
+    with pytest.raises(ValueError, match=message):
+        from_dict(compose(override))
+
+
+def test_unknown_option_is_named(compose):
+    d = compose()
+    d["train"]["learning_rate"] = 1.0
+    with pytest.raises(ValueError, match="learning_rate"):
+        from_dict(d)
+
+
+def test_default_config_is_valid(compose):
+    cfg = from_dict(compose())
+    assert cfg.strategy.name == "fedavg" and cfg.num_clients == 2
+    assert cfg.hash() == from_dict(compose()).hash()
+    assert cfg.hash() != from_dict(compose("seed=1")).hash()
+
+
+def test_full_default_composes():
+    from fedmem.cli import compose_dict
+
+    cfg = from_dict(compose_dict([]))
+    assert (cfg.task.name, cfg.model.name, cfg.strategy.name, cfg.strategy.num_rounds) == ("dialog", "tiny", "fedavg", 3)
+    assert cfg.num_clients == 3 and cfg.audit.prefix_len == 30
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("task=nosuch", "task"), ("data.num_clients=0", "num_clients"), ("audit.prefix_len=100", "suffix budget")],
+)
+def test_cli_fails_before_training_and_writes_nothing(tmp_path, override, message):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedmem.cli", "run", override, f"hydra.run.dir={run_dir}"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert not run_dir.exists() or not any(run_dir.iterdir())
