@@ -28,6 +28,7 @@ def _decode(tokenizer, ids) -> str:
 @dataclass(frozen=True)
 class PromptSplice:
     prompt_ids: tuple[int, ...]
+    prefix_text: str
     head_ids: tuple[int, ...]
     before: str  # template text between head_ids and the prefix
     after: str  # template text between the prefix and tail_ids
@@ -38,6 +39,10 @@ class PromptSplice:
         """The prompt ids with ``prefix_text`` in place of the original prefix."""
         middle = tokenizer(self.before + prefix_text + self.after, add_special_tokens=False)["input_ids"]
         return self.head_ids + tuple(middle) + self.tail_ids
+
+    def context(self, tokenizer) -> tuple[int, ...]:
+        """The prompt up to the end of the (original) prefix: the prefix as it sits in the user turn."""
+        return self.head_ids + tuple(tokenizer(self.before + self.prefix_text, add_special_tokens=False)["input_ids"])
 
 
 def splice_prompt(tokenizer, prompt_ids: tuple[int, ...], prefix_text: str, sample_id: str = "?") -> PromptSplice:
@@ -67,6 +72,6 @@ def splice_prompt(tokenizer, prompt_ids: tuple[int, ...], prefix_text: str, samp
             b, tail_len = i, len(dec)
     before = full[head_len:start]
     after = full[end : len(full) - tail_len]
-    splice = PromptSplice(ids, ids[:a], before, after, ids[b:], False)
+    splice = PromptSplice(ids, prefix_text, ids[:a], before, after, ids[b:], False)
     exact = splice.build(tokenizer, prefix_text) == ids
-    return PromptSplice(ids, ids[:a], before, after, ids[b:], exact)
+    return PromptSplice(ids, prefix_text, ids[:a], before, after, ids[b:], exact)
