@@ -29,19 +29,25 @@ def flip_count(n_bits: int, k: float) -> int:
     return int(round(k / 100 * n_bits))
 
 
-def bitflip(text: str, k: float, rng: np.random.Generator) -> str:
-    """Flip k % of the bits of the UTF-8 encoding of ``text`` (exactly ``flip_count`` distinct positions) and
-    decode back with invalid sequences replaced by U+FFFD."""
+def flip_bits(data: bytes, k: float, rng: np.random.Generator) -> bytes:
+    """``data`` with exactly ``flip_count(8 * len(data), k)`` distinct bits flipped (the first of one
+    permutation of all bit positions, hence nested across k for equally seeded generators)."""
     if not 0 <= k <= 100:
         raise ValueError(f"bitflip intensity k is a percentage in [0, 100], got {k}")
-    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    bits = np.unpackbits(raw)
+    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
     m = flip_count(bits.size, k)
     if m == 0:
-        return text
-    positions = rng.permutation(bits.size)[:m]
-    bits[positions] ^= 1
-    return np.packbits(bits).tobytes().decode("utf-8", errors="replace")
+        return data
+    bits[rng.permutation(bits.size)[:m]] ^= 1
+    return np.packbits(bits).tobytes()
+
+
+def bitflip(text: str, k: float, rng: np.random.Generator) -> str:
+    """Flip k % of the bits of the UTF-8 encoding of ``text`` and decode back, invalid sequences replaced by
+    U+FFFD. Intensity 0 (or a text too short for one flip) returns ``text`` itself."""
+    raw = text.encode("utf-8")
+    flipped = flip_bits(raw, k, rng)
+    return text if flipped == raw else flipped.decode("utf-8", errors="replace")
 
 
 @functools.lru_cache(maxsize=1)
