@@ -49,7 +49,12 @@ def _list(default, text: str):
 class PearlConfig:
     """audit.pearl: PEARL perturbation sensitivity (SPEC §5)."""
 
-    n: int = _help(8, "samples audited per client and side (members = train, non-members = test); caps the cost")
+    n: int = _help(
+        2,
+        "samples audited per client and side (members = train, non-members = test). Cost: n x 2 x clients x "
+        "len(intensities) x samples_per_intensity generations of max_new_tokens; about 3 s of CPU per audited "
+        "sample on the tiny preset, hence the small default",
+    )
     intensities: list[int] = _list([0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
     samples_per_intensity: int = _help(10, "outputs sampled per perturbed prompt (PEARL's i)")
     perturbation: str = _help("bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
