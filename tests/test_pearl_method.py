@@ -33,7 +33,8 @@ def test_registered_and_config_validated():
     assert isinstance(build_method_config("pearl", {"n": 3}), PearlConfig)
     for bad, msg in [({"intensities": [1, 2]}, "start at 0"), ({"metric": "bleu"}, "metric"),
                      ({"score": "max"}, "score"), ({"perturbation": "swap"}, "perturbation"),
-                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"mia_context": "x"}, "mia_context")]:
+                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"mia_context": "x"}, "mia_context"),
+                     ({"decide_with": "x"}, "decide_with")]:
         with pytest.raises(ValueError, match=msg):
             build_method_config("pearl", bad)
     with pytest.raises(ValueError, match="unknown option"):
@@ -72,6 +73,8 @@ def test_section_structure_and_counts_are_consistent(audited):
     section = json.loads(json.dumps(to_jsonable(section)))  # JSON-able as report.json needs
     assert section["n_members"] == section["n_nonmembers"] == N_CLIENTS * N
     assert section["prompt_roundtrip_exact"] == 1.0
+    assert section["mean_prompt_tokens"]["0"] == np.mean([len(s.prompt_ids) for s in method.samples])
+    assert section["calibration"]["decision_alpha"] == section["calibration"]["alpha"]  # decide_with=calibrated
     assert section["mean_changed"]["0"] == 0 and section["mean_changed"]["5"] > section["mean_changed"]["1"] > 0
     assert set(section["counts"]) == {"calibrated", "configured", "alpha=0.16", "alpha=0.2", "alpha=0.25"}
     samples = section["samples"]
@@ -134,3 +137,17 @@ def test_conf_file_matches_the_config_defaults():
         values = yaml.safe_load(f)
     assert first.startswith("# ") and "audit/pearl" in first
     assert build_method_config("pearl", values) == PearlConfig()
+
+
+def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):
+    method, _, _, _, _ = audited
+    syn = PearlSensitivity(PearlConfig(**{**CFG, "perturbation": "synonym"}), method.run)
+    tok = method.run.tokenizer
+    for si, s in enumerate(syn.samples):
+        eligible = len(syn.replacer.eligible(s.prefix_text))
+        assert syn.change_counts[si].tolist() == [min(k, eligible) for k in syn.cfg.intensities]
+        for j, k in enumerate(syn.cfg.intensities):
+            text = tok.decode(list(syn.prompts[si][j]), skip_special_tokens=False)
+            base = tok.decode(list(s.prompt_ids), skip_special_tokens=False)
+            assert (text == base) == (min(k, eligible) == 0)
+    assert syn.change_counts[:, -1].mean() >= 3  # the synthetic prefixes offer several replaceable words

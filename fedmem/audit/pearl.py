@@ -62,6 +62,11 @@ class PearlConfig:
     zlib_level: int = _help(9, "zlib compression level of the NCD compressor C")
     score: str = _help("gfd", "score that decides: gfd, falloff or expected_drop")
     alpha: float = _help(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
+    decide_with: str = _help(
+        "calibrated",
+        "threshold of the per-sample decisions and the MIA comparison: calibrated (alpha from the non-members "
+        "at fpr_target, falling back to alpha when there are none) or configured (alpha as given)",
+    )
     tau_drop: float = _help(0.2, "gfd: an output fails when m_0 - perf > tau_drop (PEARL's tau_b)")
     fpr_target: float = _help(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
     fixed_alphas: list[float] = _list([0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
@@ -94,6 +99,8 @@ class PearlConfig:
             raise ValueError(f"audit.pearl.zlib_level must be 1..9, got {self.zlib_level}")
         if self.score not in SCORES:
             raise ValueError(f"audit.pearl.score must be one of {SCORES}, got {self.score!r}")
+        if self.decide_with not in ("calibrated", "configured"):
+            raise ValueError(f"audit.pearl.decide_with must be calibrated or configured, got {self.decide_with!r}")
         if self.tau_drop < 0:
             raise ValueError(f"audit.pearl.tau_drop must be >= 0, got {self.tau_drop}")
         if not 0 <= self.fpr_target < 1:
@@ -212,7 +219,8 @@ class PearlSensitivity(AuditMethod):
         mem_s, non_s = chosen[is_member], chosen[~is_member]
 
         calibrated = calibrate_threshold(non_s, cfg.fpr_target)
-        decision_alpha = calibrated if calibrated is not None else cfg.alpha
+        use_calibrated = cfg.decide_with == "calibrated" and calibrated is not None
+        decision_alpha = calibrated if use_calibrated else cfg.alpha
         alphas = {"calibrated": calibrated, "configured": cfg.alpha, **{f"alpha={a:g}": a for a in cfg.fixed_alphas}}
         counts = {}
         for key, a in alphas.items():
@@ -256,6 +264,8 @@ class PearlSensitivity(AuditMethod):
             "n_nonmembers": int((~is_member).sum()),
             "max_new_tokens": cfg.max_new_tokens or self.run.suffix_len,
             "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
+            "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
+                [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
             "mean_changed": dict(zip(map(str, cfg.intensities), self.change_counts.mean(axis=0).tolist()))
             if self.samples else {},
             "mean_performance": {
