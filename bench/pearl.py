@@ -85,7 +85,8 @@ def main() -> None:
                 dest.append(make_sample(tok, text, c, split, i, args.prefix, args.suffix))
     run = AuditRun(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
                    decoding=Decoding(), prefix_len=args.prefix, suffix_len=args.suffix, seed=0, task="bench")
-    print(f"setup (tokenizer, model, samples): {time.perf_counter() - t0:.1f}s; torch threads {torch.get_num_threads()}")
+    setup_s = time.perf_counter() - t0
+    print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
 
     cfg = PearlConfig(n=args.n, samples_per_intensity=args.samples, perturbation=args.perturbation)
     t0 = time.perf_counter()

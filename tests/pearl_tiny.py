@@ -26,7 +26,8 @@ TAILS = ["after three weeks.", "during the night.", "in the northern region.", "
 
 def sentences(n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
-    return [" ".join([rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(TAILS)]) for _ in range(n)]
+    parts = (SUBJECTS, VERBS, OBJECTS, TAILS)
+    return [" ".join(rng.choice(p) for p in parts) for _ in range(n)]
 
 
 def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
@@ -50,7 +51,10 @@ def tiny_tokenizer(vocab_size: int = 512):
     )
     tok.train_from_iterator(sentences(400, seed=1) + [USER_TEMPLATE], trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", additional_special_tokens=["<|im_start|>"]
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -78,7 +82,9 @@ def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_
     prefix_ids, suffix_ids = ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]
     prefix_text = tokenizer.decode(prefix_ids)
     chat = tokenizer.apply_chat_template(
-        [{"role": "user", "content": USER_TEMPLATE.format(text=prefix_text)}], add_generation_prompt=True, tokenize=False
+        [{"role": "user", "content": USER_TEMPLATE.format(text=prefix_text)}],
+        add_generation_prompt=True,
+        tokenize=False,
     )
     prompt_ids = tokenizer(chat, add_special_tokens=False)["input_ids"]
     return AuditSample(

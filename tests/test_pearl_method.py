@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config, to_jsonable
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
@@ -16,6 +17,17 @@ CFG = dict(n=N, samples_per_intensity=4, max_new_tokens=20)
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
+    # One torch thread while building: on a shared 2-core machine, two spinning threads per process make
+    # this small model several times slower, not faster. Restored afterwards for the other tests.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _audited(tmp_path_factory)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _audited(tmp_path_factory):
     tok = tiny_tokenizer()
     run = make_run(tok, n_clients=N_CLIENTS, n_train=N + 1, n_test=N + 1, prefix_len=24, suffix_len=20)
     model = tiny_model(tok)

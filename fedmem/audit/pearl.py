@@ -72,7 +72,9 @@ class PearlConfig:
     fixed_alphas: list[float] = _list([0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
     max_new_tokens: int | None = _help(None, "generation budget; None = audit.suffix_len")
     seed: int = _help(0, "perturbation seed (combined with each sample's id)")
-    wordnet_dir: str | None = _help(None, "WordNet 3.0 dict folder for synonym; None = $FEDMEM_WORDNET or /usr/share/wordnet")
+    wordnet_dir: str | None = _help(
+        None, "WordNet 3.0 dict folder for synonym; None = $FEDMEM_WORDNET, else /usr/share/wordnet (wordnet-base)"
+    )
     synonym_senses: int = _help(2, "synonym: synonyms come from this many leading WordNet senses of a word")
     hist_bins: int = _help(20, "bins of the member / non-member score histograms")
     mia_context: str = _help(
@@ -237,7 +239,10 @@ class PearlSensitivity(AuditMethod):
                 }
             counts[key] = {
                 "alpha": a,
-                "overall": {"members": _rate(flags[is_member].tolist()), "nonmembers": _rate(flags[~is_member].tolist())},
+                "overall": {
+                    "members": _rate(flags[is_member].tolist()),
+                    "nonmembers": _rate(flags[~is_member].tolist()),
+                },
                 "per_client": per_client,
             }
 
@@ -314,7 +319,8 @@ class PearlSensitivity(AuditMethod):
         t = calibrate_threshold(score[~is_member], cfg.fpr_target)
         flags = score > t if t is not None else None
         out: dict[str, Any] = {
-            "attack": f"loss: mean token NLL of the suffix given the {cfg.mia_context}",
+            "attack": f"loss: mean token NLL of the suffix given the {cfg.mia_context}; "
+            "member when loss < loss_threshold",
             "fpr_target": cfg.fpr_target,
             "loss_threshold": -t if t is not None else None,
             "tpr": flagged_rate(score[is_member], t) if t is not None else None,
@@ -434,7 +440,9 @@ class PearlSensitivity(AuditMethod):
             return "–" if x is None else format(x, spec)
 
         keys = ["calibrated", *[k for k in counts if k.startswith("alpha=")]]
-        head = ["side", *[f"α={fmt(cal['alpha'])} (cal.)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys]]
+        head = ["side"] + [
+            f"α={fmt(cal['alpha'])} (cal.)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys
+        ]
         lines = [
             f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
             f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {cal['fpr_target']:g} (TPR {fmt(cal['tpr'])}, "
@@ -447,7 +455,11 @@ class PearlSensitivity(AuditMethod):
             lines.append("| " + " | ".join([side, *[cell(k, side) for k in keys]]) + " |")
         t4 = mia.get("table4")
         if t4:
-            lines += ["", "| population | MIA % | PEARL % | both % | PEARL only | MIA only | neither |", "|---|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                "| population | MIA % | PEARL % | both % | PEARL only | MIA only | neither |",
+                "|---|---|---|---|---|---|---|",
+            ]
             for side, r in t4.items():
                 lines.append(
                     f"| {side} | {fmt(r['mia_pct'], '.1f')} | {fmt(r['memo_pct'], '.1f')} | "

@@ -19,7 +19,7 @@ SCORES = ("gfd", "falloff", "expected_drop")
 def _table(table) -> np.ndarray:
     t = np.asarray(table, dtype=np.float64)
     if t.ndim != 2 or t.shape[0] < 2 or t.shape[1] < 1:
-        raise ValueError(f"a PEARL performance table is intensities x outputs with >= 2 intensities, got shape {t.shape}")
+        raise ValueError(f"a PEARL performance table is intensities x outputs, >= 2 intensities; got shape {t.shape}")
     return t
 
 
