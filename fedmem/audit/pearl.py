@@ -58,7 +58,9 @@ class PearlConfig:
     intensities: list[int] = _list([0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
     samples_per_intensity: int = _help(10, "outputs sampled per perturbed prompt (PEARL's i)")
     perturbation: str = _help("bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
-    metric: str = _help("ncd", "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); per task")
+    metric: str | None = _help(
+        None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
+    )
     zlib_level: int = _help(9, "zlib compression level of the NCD compressor C")
     score: str = _help("gfd", "score that decides: gfd, falloff or expected_drop")
     alpha: float = _help(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
@@ -95,7 +97,7 @@ class PearlConfig:
             raise ValueError(f"audit.pearl.intensities are bit percentages for bitflip: at most 100, got {ks[-1]}")
         if self.perturbation == "synonym" and any(int(k) != k for k in ks):
             raise ValueError(f"audit.pearl.intensities count words for synonym: whole numbers, got {ks}")
-        if self.metric not in METRICS:
+        if self.metric is not None and self.metric not in METRICS:
             raise ValueError(f"audit.pearl.metric must be one of {METRICS}, got {self.metric!r}")
         if not 1 <= self.zlib_level <= 9:
             raise ValueError(f"audit.pearl.zlib_level must be 1..9, got {self.zlib_level}")
@@ -135,6 +137,7 @@ class PearlSensitivity(AuditMethod):
 
     def __init__(self, cfg: PearlConfig, run: AuditRun):
         super().__init__(cfg, run)
+        self.metric = cfg.metric or getattr(run.task_config, "pearl_metric", None) or "ncd"
         # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
         self.members = [s for c in run.clients for s in run.train.get(c, [])[: cfg.n]]
         self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
@@ -188,7 +191,7 @@ class PearlSensitivity(AuditMethod):
         for si, s in enumerate(self.samples):
             for j in range(n_k):
                 texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
-                tables[si, j] = performance(texts, s.suffix_text, cfg.metric, cfg.zlib_level)
+                tables[si, j] = performance(texts, s.suffix_text, self.metric, cfg.zlib_level)
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
         t2 = time.perf_counter()
 
@@ -264,7 +267,7 @@ class PearlSensitivity(AuditMethod):
         section: dict[str, Any] = {
             "round": ctx.round,
             "label": ctx.label,
-            "config": asdict(cfg),
+            "config": {**asdict(cfg), "metric": self.metric},
             "n_members": nm,
             "n_nonmembers": int((~is_member).sum()),
             "max_new_tokens": cfg.max_new_tokens or self.run.suffix_len,

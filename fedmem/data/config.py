@@ -58,7 +58,7 @@ class DataConfig:
                                      metadata={"help": "synthetic: copies of each canary (one canary per count)"})
     canaries_per_count: int = _help(1, "synthetic: canaries per copy count and client")
     generic_fraction: float = _help(0.15, "synthetic: share of samples ending in shared boilerplate")
-    public_size: int = _help(3000, "synthetic: public-corpus paragraphs (pretrains the tiny preset)")
+    public_size: int = _help(2000, "synthetic: public-corpus paragraphs (pretrains the tiny preset)")
 
     def __post_init__(self):
         if self.source not in SOURCES:
