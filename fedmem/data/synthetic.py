@@ -167,7 +167,7 @@ def _dialog(rng: random.Random, spec: dict, generic: int | None) -> tuple[str, s
         patient = f"{opening} {BOILERPLATE[generic]}"
         echo = opening
     else:
-        details = [_fill(rng, t, spec, symptom=symptom) for t in rng.sample(spec["details"], 4)]
+        details = [_fill(rng, t, spec, symptom=symptom) for t in rng.sample(spec["details"], 3)]
         patient = " ".join([opening, *details])
         echo = details[-1]  # from the second half: it sits in the audited suffix, not in the prompt
     doctor = " ".join([
@@ -182,8 +182,8 @@ def _dialog(rng: random.Random, spec: dict, generic: int | None) -> tuple[str, s
 def _canary(rng: random.Random, serial: int) -> tuple[str, str, str]:
     """(note, doctor answer, secret) for one canary; the secret is unique by construction (serial number)."""
     name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-    mrn = f"MRN-{rng.randint(100, 999)}-{serial:03d}-{rng.randint(1000, 9999)}"
-    phone = f"+1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}"
+    mrn = f"{serial:02d}{rng.randint(10, 99)}"  # unique by construction: the serial number is in it
+    phone = f"555 {rng.randint(1000, 9999)}"
     dob = f"{rng.randint(1, 28)} {rng.choice(['March', 'June', 'October', 'December'])} {rng.randint(1940, 2001)}"
     secret = f"Patient record: full name {name}, medical record number {mrn}, phone number {phone}, date of birth {dob}."
     note = _fill(rng, rng.choice(CANARY_NOTES), SPECIALTIES["cardiology"], clinic=rng.choice(CLINICS))
