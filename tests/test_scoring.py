@@ -19,6 +19,16 @@ from fedmem.scoring import prior_logprobs, sequence_logprobs, token_logprobs
 VOCAB = 8
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+
 def toy_model(seed: int = 0, pad_token_id: int | None = 0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
