@@ -8,21 +8,23 @@ Two entry points, both in log space throughout (log-softmax, sums of logs; never
   log-probabilities (PA's P(s|p), the perplexity membership comparison, utility loss).
 
 - :func:`prior_logprobs` scores *every* combination of c prefixes q_i and S suffixes s_j (Prior-Aware's
-  P̂(s) = mean_i P(s | q_i)). Scheme — **prefix KV-cache reuse**:
+  P̂(s) = mean_i P(s | q_i)). Scheme — **prefix KV-cache reuse over blocks of suffixes**:
 
-  1. Prefixes are deduplicated and grouped by length (the audit's prefixes all have ``prefix_len`` tokens, so
-     there is normally one group and no prefix padding at all; grouping by exact length is what lets us avoid
-     left padding, whose fully-masked rows would otherwise need special care).
-  2. For a block of P prefixes, ONE forward pass over the prefixes (``use_cache=True``, ``logits_to_keep=1``)
-     yields their past key/values and the distribution of the first suffix token.
-  3. For a block of S suffixes (sorted by length, right-padded), a copy of that prefix cache is expanded
-     prefix-major over the suffixes with ``Cache.batch_repeat_interleave(S)`` (a fresh copy per suffix block:
-     the forward pass appends the suffix's keys/values to the cache it is given), and one forward pass runs
-     over the P x S suffix rows only, with ``position_ids`` continuing after the prefix and an attention mask
-     of ones over the cached prefix followed by the suffix's padding mask. Only ``s[:-1]`` is fed: the
-     prefix's last logits already predict ``s[0]``.
-  P x S is at most ``batch_size`` rows. Each prefix is encoded once per block of suffixes' worth of rows
-  instead of once per pair, and the work per pair is the suffix tokens alone.
+  1. Prefixes and suffixes are deduplicated (prefixes drawn with replacement repeat). Suffixes are sorted by
+     length and cut into blocks of at most ``batch_size`` suffixes whose padded area stays within 1.25x their
+     real tokens (:func:`suffix_blocks`), so a few long suffixes (the generic calibration set) do not pad
+     every row. Prefixes are grouped by exact length (the audit's prefixes all have ``prefix_len`` tokens),
+     which avoids left padding and its fully-masked rows.
+  2. For a block of S suffixes, prefixes go in chunks of P = batch_size // S. ONE forward pass over the P
+     prefixes (``use_cache=True``, ``logits_to_keep=1``) yields their past key/values and the distribution of
+     the first suffix token. The cache is expanded prefix-major over the block with
+     ``Cache.batch_repeat_interleave(S)`` (row r = prefix r // S, suffix r % S) and ONE forward pass runs over
+     the P x S suffix rows only: ``position_ids`` continue after the prefix, the attention mask is ones over the
+     cached prefix followed by the suffix's padding mask. Only ``s[:-1]`` is fed: the prefix's last logits
+     already predict ``s[0]``.
+  A prefix is thus encoded once per block of up to ``batch_size`` suffixes (once in all when the suffixes fit
+  in one block), never once per pair, and the work per pair is its suffix tokens alone. On a CPU the gain over
+  one forward per pair is bounded by roughly (|q| + |s|) / |s| times the batching gain (bench/scoring.py).
 
   Right padding of suffixes is safe: padded positions come after every real token of their row, so causal
   attention never lets a real token see them, and their own outputs are discarded by the mask.
@@ -32,8 +34,6 @@ An empty suffix has log-probability 0.
 """
 
 from __future__ import annotations
-
-import copy
 
 import numpy as np
 import torch
@@ -118,9 +118,29 @@ def sequence_logprobs(model, pairs, batch_size: int = 32) -> np.ndarray:
     return np.array([lp.sum() for lp in token_logprobs(model, pairs, batch_size)], dtype=np.float64)
 
 
-def _blocks(n: int, size: int):
-    for start in range(0, n, size):
-        yield range(start, min(start + size, n))
+PAD_SLACK = 1.25  # a suffix block's padded area may exceed its real tokens by at most this factor
+
+
+def suffix_blocks(lengths: list[int], max_rows: int, slack: float = PAD_SLACK) -> list[list[int]]:
+    """Indices grouped into blocks of at most ``max_rows`` suffixes of similar length.
+
+    Sorted by length; a block is closed when it is full or when adding the next (longer) suffix would make
+    the padded area (rows x longest) exceed ``slack`` x the block's real tokens.
+    """
+    order = sorted(range(len(lengths)), key=lambda j: lengths[j])
+    blocks: list[list[int]] = []
+    cur: list[int] = []
+    real = 0
+    for j in order:
+        n = lengths[j]
+        if cur and (len(cur) >= max_rows or (len(cur) + 1) * n > slack * (real + n)):
+            blocks.append(cur)
+            cur, real = [], 0
+        cur.append(j)
+        real += n
+    if cur:
+        blocks.append(cur)
+    return blocks
 
 
 @torch.inference_mode()
@@ -151,42 +171,37 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32) -> np.ndarra
 
     device = _device(model)
     pad = _pad_id(model)
-    s_order = sorted(range(len(uniq_s)), key=lambda j: len(uniq_s[j]))  # similar lengths share a block
-    s_block = min(len(uniq_s), batch_size)
-    q_block = max(1, batch_size // s_block)
     by_len: dict[int, list[int]] = {}
     for i, q in enumerate(uniq_q):
         by_len.setdefault(len(q), []).append(i)
 
     with _eval_mode(model):
-        for q_len, group in sorted(by_len.items()):
-            for qb in _blocks(len(group), q_block):
-                q_idx = [group[k] for k in qb]
-                q_ids = torch.tensor([uniq_q[i] for i in q_idx], dtype=torch.long, device=device)
-                out = model(input_ids=q_ids, use_cache=True, logits_to_keep=1)
-                first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: predicts s[0]
-                prefix_cache = out.past_key_values
-                n_q = len(q_idx)
-                for sb in _blocks(len(s_order), s_block):
-                    s_idx = [s_order[k] for k in sb]
-                    n_s = len(s_idx)
-                    lens = torch.tensor([len(uniq_s[j]) for j in s_idx])
-                    width = int(lens.max())
-                    s_ids = torch.full((n_s, width), pad, dtype=torch.long)
-                    for row, j in enumerate(s_idx):
-                        s_ids[row, : len(uniq_s[j])] = torch.tensor(uniq_s[j], dtype=torch.long)
-                    s_ids = s_ids.to(device)
-                    # log P(s[0] | q) from the prefix pass, for every (prefix, suffix) of the block
-                    lp = first[:, s_ids[:, 0]]  # [P, S]
+        for s_idx in suffix_blocks([len(s) for s in uniq_s], batch_size):
+            n_s = len(s_idx)
+            lens = torch.tensor([len(uniq_s[j]) for j in s_idx])
+            width = int(lens.max())
+            s_ids = torch.full((n_s, width), pad, dtype=torch.long)
+            for row, j in enumerate(s_idx):
+                s_ids[row, : len(uniq_s[j])] = torch.tensor(uniq_s[j], dtype=torch.long)
+            s_ids = s_ids.to(device)
+            s_mask = (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).to(device)
+            q_block = max(1, batch_size // n_s)
+            for q_len, group in sorted(by_len.items()):
+                for start in range(0, len(group), q_block):
+                    q_idx = group[start : start + q_block]
+                    n_q = len(q_idx)
+                    q_ids = torch.tensor([uniq_q[i] for i in q_idx], dtype=torch.long, device=device)
+                    out = model(input_ids=q_ids, use_cache=True, logits_to_keep=1)
+                    first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: predicts s[0]
+                    lp = first[:, s_ids[:, 0]]  # log P(s[0] | q) for every (prefix, suffix) of the block: [P, S]
                     if width > 1:
                         feed = width - 1  # s[:-1]: position t predicts s[t + 1]
-                        s_mask = (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).long().to(device)
-                        cache = copy.deepcopy(prefix_cache)
+                        cache = out.past_key_values
                         cache.batch_repeat_interleave(n_s)  # row r = prefix r // n_s, suffix r % n_s
                         ids = s_ids[:, :feed].repeat(n_q, 1)
                         att = torch.cat(
                             [torch.ones((n_q * n_s, q_len), dtype=torch.long, device=device),
-                             s_mask[:, :feed].repeat(n_q, 1)],
+                             s_mask[:, :feed].long().repeat(n_q, 1)],
                             dim=1,
                         )
                         pos = torch.arange(q_len, q_len + feed, device=device).unsqueeze(0).expand(n_q * n_s, -1)
@@ -194,7 +209,7 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32) -> np.ndarra
                             input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=cache, use_cache=True
                         ).logits
                         tok = _target_logprobs(logits, s_ids[:, 1:].repeat(n_q, 1))  # [P*S, width-1]
-                        tok = torch.where(s_mask[:, 1:].repeat(n_q, 1).bool(), tok, 0.0)  # padding: log 1 = 0
+                        tok = torch.where(s_mask[:, 1:].repeat(n_q, 1), tok, 0.0)  # padding: log 1 = 0
                         lp = lp + tok.sum(-1).view(n_q, n_s)
                     table[np.ix_(q_idx, s_idx)] = lp.double().cpu().numpy()
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.scoring import prior_logprobs, sequence_logprobs, token_logprobs
+from fedmem.scoring import PAD_SLACK, prior_logprobs, sequence_logprobs, suffix_blocks, token_logprobs
 
 VOCAB = 8
 
@@ -158,3 +158,16 @@ def test_empty_prefix_is_rejected(model):
         prior_logprobs(model, [(1,), ()], [(1, 2)])
     with pytest.raises(ValueError, match="batch_size"):
         prior_logprobs(model, [(1,)], [(1, 2)], batch_size=0)
+
+
+def test_suffix_blocks_cover_everything_with_bounded_padding():
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 140, 200).tolist()
+    blocks = suffix_blocks(lengths, max_rows=32)
+    assert sorted(j for b in blocks for j in b) == list(range(200))
+    for b in blocks:
+        lens = [lengths[j] for j in b]
+        assert len(b) <= 32 and len(b) * max(lens) <= PAD_SLACK * sum(lens)
+    # equal lengths fill blocks to the cap; one long outlier does not pad the short ones
+    assert [len(b) for b in suffix_blocks([64] * 70, max_rows=32)] == [32, 32, 6]
+    assert suffix_blocks([10] * 5 + [100], max_rows=64) == [[0, 1, 2, 3, 4], [5]]
