@@ -20,6 +20,7 @@ from fedmem.audit.prior_aware import (
     PriorAwareMemorization,
     default_generic,
     default_m,
+    log10_histogram,
     generic_pairs,
     mean_ratio_log,
     pa_decisions,
@@ -183,6 +184,16 @@ def test_prior_estimate_mean_and_standard_error():
 def test_calibration_mean_is_in_ratio_space():
     assert mean_ratio_log(np.log([1.0, 99.0])) == pytest.approx(math.log(50.0))  # not the geometric mean ~9.9
     assert mean_ratio_log(np.array([2000.0, 2000.0])) == pytest.approx(2000.0)  # no overflow
+
+
+def test_log10_histogram_counts_every_finite_value():
+    v = np.array([-3.2, -0.01, 0.0, 0.4, 2.9, 12.0, np.nan])
+    ext = np.array([False, True, True, False, True, True, True])
+    h = log10_histogram(v, ext)
+    edges = np.array(h["edges"])
+    assert sum(h["all"]) == 6 and sum(h["extractable"]) == 4  # the nan is left out
+    assert len(h["all"]) <= 30 and np.allclose(np.diff(edges), 0.5) and edges[0] <= -3.2 and edges[-1] >= 12.0
+    assert sum(log10_histogram(np.array([1.0, 1.0]), np.array([True, False]))["all"]) == 2
 
 
 def test_prior_sampling_is_uniform_seeded_and_with_replacement():

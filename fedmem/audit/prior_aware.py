@@ -240,17 +240,22 @@ def _counts(ext: np.ndarray, pa: np.ndarray) -> dict:
     }
 
 
-def log10_histogram(values: np.ndarray, extractable: np.ndarray, bin_width: float = 0.5) -> dict:
-    """Counts of log10 P(s|p)/P̂(s) on a fixed-width grid, all samples and extractable ones."""
+HIST_WIDTHS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+def log10_histogram(values: np.ndarray, extractable: np.ndarray, max_bins: int = 30) -> dict:
+    """Counts of log10 P(s|p)/P̂(s), all samples and extractable ones, on a grid of round bin widths
+    (the narrowest of ``HIST_WIDTHS`` giving at most ``max_bins`` bins)."""
     v = np.asarray(values, dtype=np.float64)
     ok = np.isfinite(v)
     if not ok.any():
         return {"edges": [], "all": [], "extractable": []}
-    lo = math.floor(v[ok].min() / bin_width) * bin_width
-    hi = math.ceil(v[ok].max() / bin_width) * bin_width
-    if hi <= lo:
-        hi = lo + bin_width
-    edges = np.arange(lo, hi + bin_width / 2, bin_width)
+    span = float(v[ok].max() - v[ok].min())
+    width = next((w for w in HIST_WIDTHS if span / w <= max_bins), HIST_WIDTHS[-1])
+    lo = math.floor(v[ok].min() / width) * width
+    hi = max(math.ceil(v[ok].max() / width) * width, lo + width)
+    edges = lo + width * np.arange(round((hi - lo) / width) + 1)
+    edges[-1] = max(edges[-1], v[ok].max())  # float rounding must not drop the maximum
     return {
         "edges": edges.tolist(),
         "all": np.histogram(v[ok], edges)[0].tolist(),
@@ -395,9 +400,10 @@ class PriorAwareMemorization(AuditMethod):
         edges = np.array(hist["edges"])
         allc, extc = np.array(hist["all"]), np.array(hist["extractable"])
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar(edges[:-1], allc - extc, width=np.diff(edges), align="edge", color="#bbbbbb", label="not extractable")
+        ax.bar(edges[:-1], allc - extc, width=np.diff(edges), align="edge", color="#bbbbbb",
+               edgecolor="white", label="not extractable")
         ax.bar(edges[:-1], extc, width=np.diff(edges), bottom=allc - extc, align="edge", color="#d62728",
-               label="extractable")
+               edgecolor="white", label="extractable")
         log10_n = section["config"].get("log10_n")
         if log10_n is not None:
             ax.axvline(log10_n, color="k", linestyle="--", label=f"n = 10^{log10_n:.2f} ({section['config']['n_source']})")
