@@ -192,7 +192,7 @@ def test_log10_histogram_counts_every_finite_value():
     h = log10_histogram(v, ext)
     edges = np.array(h["edges"])
     assert sum(h["all"]) == 6 and sum(h["extractable"]) == 4  # the nan is left out
-    assert len(h["all"]) <= 30 and np.allclose(np.diff(edges), 0.5) and edges[0] <= -3.2 and edges[-1] >= 12.0
+    assert len(h["all"]) <= 30 and np.allclose(np.diff(edges), 1.0) and edges[0] <= -3.2 and edges[-1] >= 12.0
     assert sum(log10_histogram(np.array([1.0, 1.0]), np.array([True, False]))["all"]) == 2
 
 
