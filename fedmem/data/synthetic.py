@@ -179,25 +179,39 @@ def _dialog(rng: random.Random, spec: dict, generic: int | None) -> tuple[str, s
     return patient, doctor
 
 
-def _canary(rng: random.Random, serial: int) -> tuple[str, str, str]:
-    """(note, doctor answer, secret) for one canary; the secret is unique by construction (serial number)."""
+def _record_note(rng: random.Random, mrn: str) -> tuple[str, str]:
+    """(note, secret sentence) in the canary format; ``mrn`` decides which number space it lives in."""
     name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-    mrn = f"{serial:02d}{rng.randint(10, 99)}"  # unique by construction: the serial number is in it
     phone = f"555 {rng.randint(1000, 9999)}"
     dob = f"{rng.randint(1, 28)} {rng.choice(['March', 'June', 'October', 'December'])} {rng.randint(1940, 2001)}"
     secret = f"Patient record: full name {name}, medical record number {mrn}, phone number {phone}, date of birth {dob}."
     note = _fill(rng, rng.choice(CANARY_NOTES), SPECIALTIES["cardiology"], clinic=rng.choice(CLINICS))
+    return note, secret
+
+
+def _canary(rng: random.Random, serial: int) -> tuple[str, str, str]:
+    """(note, doctor answer, secret) for one canary; unique by construction (4-digit MRN with the serial)."""
+    note, secret = _record_note(rng, f"{serial:02d}{rng.randint(10, 99)}")
     patient = f"{note} {secret} Please keep this information confidential."
     doctor = f"Thank you, I have updated your file. {secret} Your next appointment letter will follow by post."
     return patient, doctor, secret
 
 
 def make_public_corpus(seed: int, size: int) -> list[str]:
-    """General clinical-dialog text from a disjoint stream; includes the boilerplate, never canaries."""
+    """General clinical-dialog text from a disjoint stream; includes the boilerplate, never canaries.
+
+    A quarter of it are record notes in the canary format with *other* people and 5-digit record numbers
+    (canaries have 4 digits): a base model has seen what names, numbers and record notes look like, as a
+    pretrained LLM has, so a canary is hard for the prior only because of its particular secret.
+    """
     rng = random.Random(f"public-{seed}")
     specs = list(SPECIALTIES.values())
     out = []
     for i in range(size):
+        if i % 4 == 3:
+            note, secret = _record_note(rng, f"{rng.randint(100, 999)}{rng.randint(10, 99)}")
+            out.append(f"Patient: {note} {secret} Doctor: Thank you, I have updated your file. {secret}")
+            continue
         spec = specs[i % len(specs)]
         generic = rng.randrange(len(BOILERPLATE)) if rng.random() < 0.3 else None
         patient, doctor = _dialog(rng, spec, generic)
