@@ -247,6 +247,9 @@ class Auditor:
         from fedmem.report import write_run_report
 
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
+        for method in self.methods.values():
+            if hasattr(method, "close"):  # e.g. Elasticsearch indices this run created
+                method.close()
 
 
 def headline(report: dict) -> dict[str, float]:

@@ -1,0 +1,185 @@
+"""Cross-client memorization ratio MR(j→k) as a per-round audit method (SPEC §3).
+
+Per round: one generation pass over every client's sampled prefixes (shared through ``RoundContext``), the
+incoherence filter, BM25 top-k over every client's suffix index (built once per run: the samples are fixed),
+one batched detector call over all (generation, retrieved suffix) pairs, then the MR figures per category.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
+from fedmem.audit.mr_stats import mr_figures
+from fedmem.audit.suffix_index import IndexConfig, suffix_index
+
+CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
+
+
+@dataclass
+class MRConfig:
+    n: int = field(default=32, metadata={"help": "sampled prefixes (and suffixes) per client; paper 4000"})
+    top_k: int = field(default=10, metadata={"help": "retrieved suffixes per generation and client (n')"})
+    index: dict = field(default_factory=dict, metadata={"help": "suffix index (IndexConfig fields)"})
+    detector: dict = field(default_factory=dict, metadata={"help": "PAN2014 detector (DetectorConfig fields)"})
+    drop_incoherent: bool = field(default=True, metadata={"help": "drop generations repeating a 3-gram >= 10x"})
+    records: bool = field(default=True, metadata={"help": "write per-prefix records to round_<r>/mr_records.jsonl.gz"})
+
+    def __post_init__(self):
+        from fedmem.audit.detector import DetectorConfig
+
+        if self.n < 1 or self.top_k < 1:
+            raise ValueError("audit.mr.n and audit.mr.top_k must be >= 1")
+        self.index = IndexConfig(**self.index) if isinstance(self.index, dict) else self.index
+        self.detector = DetectorConfig(**self.detector) if isinstance(self.detector, dict) else self.detector
+
+
+@register
+class MemorizationRatio(AuditMethod):
+    name = "mr"
+    Config = MRConfig
+
+    def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
+        from fedmem.audit.detector import PlagiarismDetector
+
+        super().__init__(cfg, run)
+        self.samples = {c: run.train[c][: cfg.n] for c in run.clients}
+        self.indexes = {c: suffix_index([s.suffix_text for s in self.samples[c]], cfg.index, name=f"c{c}")
+                        for c in run.clients}
+        self.detector = detector or PlagiarismDetector(cfg.detector)
+
+    def close(self) -> None:
+        for ix in self.indexes.values():
+            ix.close()
+
+    def audit(self, ctx: RoundContext) -> dict[str, Any]:
+        from fedmem.audit.detector import is_incoherent
+
+        run, clients = self.run, self.run.clients
+        prefixes = [s for c in clients for s in self.samples[c]]
+        outs = ctx.generate([s.prompt_ids for s in prefixes], run.suffix_len)
+        gens = [ctx.decode(o[0]) for o in outs]
+        dropped = {c: 0 for c in clients}
+        keep = []
+        for s, g in zip(prefixes, gens):
+            if self.cfg.drop_incoherent and is_incoherent(g):
+                dropped[s.client] += 1
+            else:
+                keep.append((s, g))
+        # retrieval: every kept generation against every client's suffixes
+        retrieved = {k: self.indexes[k].search([g for _, g in keep], self.cfg.top_k) for k in clients}
+        pairs, owners = [], []
+        for i, (_, g) in enumerate(keep):
+            for k in clients:
+                for doc, _score in retrieved[k][i]:
+                    pairs.append((g, self.samples[k][doc].suffix_text))
+                    owners.append((i, k, doc))
+        detections = self.detector.detect_batch(pairs) if pairs else []
+        hits = {cat: [set() for _ in keep] for cat in (*CATEGORIES, "any")}
+        matched: list[list] = [[] for _ in keep]
+        for (i, k, doc), det in zip(owners, detections):
+            if det.category in CATEGORIES:
+                hits[det.category][i].add(k)
+                hits["any"][i].add(k)
+                matched[i].append([self.samples[k][doc].id, det.category])
+        # dropped generations stay in the denominators: they are sampled prefixes that induced nothing
+        prefix_clients = [s.client for s, _ in keep] + [c for c in clients for _ in range(dropped[c])]
+        pad = [set() for _ in range(sum(dropped.values()))]
+        figures = {cat: mr_figures(prefix_clients, h + pad, run.train_sizes) for cat, h in hits.items()}
+        total_key = "total_cl" if ctx.label == "cl" else "total_fl"
+        any_ = figures["any"]
+        section = {
+            "headline": {"intra": any_["intra"], "inter": any_["inter"], total_key: any_["total"],
+                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES}},
+            "clients": any_["clients"],
+            "n": any_["n"],
+            "weights": any_["weights"],
+            "matrix": {cat: f["matrix"] for cat, f in figures.items()},
+            "intra": {cat: f["intra"] for cat, f in figures.items()},
+            "inter": {cat: f["inter"] for cat, f in figures.items()},
+            "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
+            total_key: {cat: f["total"] for cat, f in figures.items()},
+            "incoherent_dropped": dropped,
+            "pairs_checked": len(pairs),
+            "ground_truth": self._ground_truth(keep, hits),
+        }
+        if self.cfg.records and ctx.out_dir:
+            self._write_records(ctx.out_dir, keep, hits, matched)
+        return section
+
+    def _ground_truth(self, keep, hits) -> dict:
+        """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category."""
+        out: dict[str, Any] = {}
+        for i, (s, _) in enumerate(keep):
+            if "canary" in s.tags:
+                row = out.setdefault("canary_by_copies", {}).setdefault(str(s.tags["copies"]),
+                                                                        {"n": 0, "verbatim": 0, "any": 0})
+                row["n"] += 1
+                row["verbatim"] += s.client in hits["verbatim"][i]
+                row["any"] += s.client in hits["any"][i]
+            elif s.tags.get("generic"):
+                row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0})
+                row["n"] += 1
+                row["any"] += bool(hits["any"][i])
+                row["inter"] += bool(hits["any"][i] - {s.client})
+        return out
+
+    def _write_records(self, out_dir: str, keep, hits, matched) -> None:
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".mr_records.")
+        with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt") as f:
+            for i, (s, _) in enumerate(keep):
+                rec = {"prefix": s.id, "client": s.client, "matches": matched[i],
+                       "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
+                f.write(json.dumps(rec) + "\n")
+        os.replace(tmp, os.path.join(out_dir, "mr_records.jsonl.gz"))
+
+    def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        out = []
+        for cat in ("any", *CATEGORIES):
+            m = section["matrix"][cat]
+            fig, ax = plt.subplots(figsize=(3.6, 3.2))
+            im = ax.imshow(m, cmap="Reds", vmin=0, vmax=max(0.01, max(max(r) for r in m)))
+            for j, row in enumerate(m):
+                for k, v in enumerate(row):
+                    ax.text(k, j, f"{100 * v:.1f}", ha="center", va="center", fontsize=8)
+            ax.set_xlabel("k (suffix client)")
+            ax.set_ylabel("j (prefix client)")
+            ax.set_title(f"MR(j→k) %, {cat}", fontsize=9)
+            fig.colorbar(im, ax=ax, fraction=0.046)
+            fig.tight_layout()
+            name = f"mr_{cat}.png"
+            fig.savefig(os.path.join(out_dir, f".{name}.tmp.png"), dpi=90)
+            plt.close(fig)
+            os.replace(os.path.join(out_dir, f".{name}.tmp.png"), os.path.join(out_dir, name))
+            out.append((f"MR {cat}", name))
+        return out
+
+    def markdown(self, section: dict) -> str:
+        m, clients = section["matrix"]["any"], section["clients"]
+        total_key = "total_cl" if "total_cl" in section else "total_fl"
+        lines = ["MR(j→k) in %, any category (rows: prefix client j, columns: suffix client k)", "",
+                 "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
+        for j, row in zip(clients, m):
+            lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" for v in row) + " |")
+        lines += ["", "| category | MR_Intra % | MR_Inter % | MR_Total % |", "|---|---|---|---|"]
+        for cat in ("any", *CATEGORIES):
+            i = section["inter"][cat]
+            lines.append(f"| {cat} | {100 * section['intra'][cat]:.2f} | "
+                         f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section[total_key][cat]:.2f} |")
+        gt = section.get("ground_truth", {}).get("canary_by_copies")
+        if gt:
+            lines += ["", "Canaries hitting their own client (verbatim / any), by copies: " + ", ".join(
+                f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']}" for c, v in sorted(gt.items(), key=lambda kv: int(kv[0])))]
+        lines.append(f"\nIncoherent generations dropped: {section['incoherent_dropped']}; "
+                     f"pairs checked by the detector: {section['pairs_checked']}")
+        return "\n".join(lines)

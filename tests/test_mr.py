@@ -1,0 +1,71 @@
+"""The MR method end to end on real parts: tiny Qwen2 + tokenizer, the embedded BM25 index, the PAN2014 detector.
+
+Generations are fixed by pre-filling the round's generation cache for the exact request the method makes, so the
+outcome is known: one prefix of client 0 "generates" a verbatim copy of a client-0 suffix inside other text, one
+generation is incoherent, the rest are unrelated. Everything downstream (index, detector, figures) is real.
+"""
+
+import gzip
+import json
+
+import pytest
+
+from fedmem.audit.base import RoundContext
+from fedmem.audit.mr import MemorizationRatio, MRConfig
+from tests.pearl_tiny import make_run, tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def parts():
+    tok = tiny_tokenizer()
+    run = make_run(tok, n_clients=2, n_train=3, n_test=1, prefix_len=8, suffix_len=40)
+    return tok, tiny_model(tok), run
+
+
+def test_mr_exact_outcome(parts, tmp_path):
+    tok, model, run = parts
+    method = MemorizationRatio(MRConfig(n=3), run)
+    prefixes = [s for c in run.clients for s in run.train[c][:3]]
+    target = run.train[0][1].suffix_text  # the suffix of client 0's second sample
+    texts = ["Completely different words about weather and trains today."] * len(prefixes)
+    texts[0] = "Well, as I said: " + target + " And that was all."  # copies a client-0 suffix verbatim
+    texts[4] = "the same thing " * 12  # incoherent: a 3-gram repeated >= 10 times
+    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path))
+    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
+    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
+    sec = method.audit(ctx)
+    assert len(target) >= 60
+    assert sec["matrix"]["verbatim"] == [[pytest.approx(1 / 3), 0.0], [0.0, 0.0]]
+    assert sec["matrix"]["any"] == sec["matrix"]["verbatim"]
+    w0 = run.train_sizes[0] / sum(run.train_sizes.values())
+    assert sec["intra"]["any"] == pytest.approx(w0 / 3)
+    assert sec["inter"]["any"] == 0.0
+    assert sec["total_fl"]["any"] == pytest.approx(1 / 6)  # union over all 6 sampled prefixes
+    assert sec["incoherent_dropped"] == {0: 0, 1: 1}
+    assert sec["headline"]["total_fl"] == pytest.approx(1 / 6)
+    with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
+        recs = [json.loads(line) for line in f]
+    assert len(recs) == 5  # the incoherent generation is dropped
+    hit = [r for r in recs if r["matches"]]
+    assert len(hit) == 1 and hit[0]["prefix"] == prefixes[0].id
+    assert [run.train[0][1].id, "verbatim"] in hit[0]["matches"]
+    pngs = method.render(sec, str(tmp_path))
+    assert all((tmp_path / f).stat().st_size > 0 for _, f in pngs)
+    assert "MR(j→k)" in method.markdown(sec)
+
+
+def test_cl_label_reports_total_cl(parts, tmp_path):
+    tok, model, run = parts
+    method = MemorizationRatio(MRConfig(n=2), run)
+    ctx = RoundContext(run=run, round=0, model=model, label="cl")
+    sec = method.audit(ctx)  # real generation by the untrained tiny model
+    assert "total_cl" in sec and "total_fl" not in sec
+    assert all(0.0 <= v <= 1.0 for row in sec["matrix"]["any"] for v in row)
+    assert sum(sec["n"]) == 4
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="audit.mr.n"):
+        MRConfig(n=0)
+    with pytest.raises(ValueError, match="backend"):
+        MRConfig(index={"backend": "solr"})

@@ -1,0 +1,47 @@
+"""MR aggregates on hand-made hit tables, with exact expected numbers."""
+
+import pytest
+
+from fedmem.audit.mr_stats import mr_figures
+
+
+def test_two_clients_weighted_intra_inter_and_union():
+    # client 0: 4 prefixes; hits: {0}, {0,1}, {}, {1};  client 1: 2 prefixes; hits: {1}, {}
+    clients = [0, 0, 0, 0, 1, 1]
+    hits = [{0}, {0, 1}, set(), {1}, {1}, set()]
+    f = mr_figures(clients, hits, {0: 300, 1: 100})
+    assert f["matrix"] == [[0.5, 0.5], [0.0, 0.5]]
+    assert f["intra"] == pytest.approx(0.75 * 0.5 + 0.25 * 0.5)
+    assert f["inter_per_client"] == [0.5, 0.0]
+    assert f["inter"] == pytest.approx(0.75 * 0.5 + 0.25 * 0.0)
+    # 4 distinct hitting prefixes out of 6: the prefix hitting both clients counts once (a sum would give 5/6)
+    assert f["total"] == pytest.approx(4 / 6)
+
+
+def test_five_clients():
+    L = 5
+    clients, hits = [], []
+    for j in range(L):
+        for i in range(4):
+            clients.append(j)
+            hits.append({j} if i == 0 else ({(j + 1) % L, (j + 2) % L} if i == 1 else set()))
+    sizes = [1, 2, 3, 4, 10]
+    f = mr_figures(clients, hits, sizes)
+    w = [s / 20 for s in sizes]
+    assert all(f["matrix"][j][j] == 0.25 for j in range(L))
+    assert f["intra"] == pytest.approx(0.25)
+    # each client: two off-diagonal cells at 0.25 -> inter(j) = 0.5 / 4
+    assert f["inter_per_client"] == pytest.approx([0.125] * L)
+    assert f["inter"] == pytest.approx(sum(wj * 0.125 for wj in w))
+    assert f["total"] == pytest.approx(10 / 20)
+
+
+def test_single_client_has_no_inter():
+    f = mr_figures([0, 0], [{0}, set()], {0: 5})
+    assert f["intra"] == 0.5 and f["inter"] is None and f["total"] == 0.5
+
+
+def test_unequal_weights_change_intra():
+    a = mr_figures([0, 1], [{0}, set()], {0: 1, 1: 1})
+    b = mr_figures([0, 1], [{0}, set()], {0: 3, 1: 1})
+    assert a["intra"] == pytest.approx(0.5) and b["intra"] == pytest.approx(0.75)
