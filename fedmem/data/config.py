@@ -54,7 +54,7 @@ class TaskConfig:
     """One of the paper's four tasks: template (SPEC §2), where its data lives, how it is split and scored.
 
     Every field left ``None`` is filled from the task's preset (``fedmem.data.tasks.PRESETS``), so
-    ``TaskConfig(name="qa")`` is the paper's QA task.
+    ``TaskConfig(name="qa")`` is the paper's QA task; ``""`` clears an optional column or name explicitly.
     """
 
     name: str = _help("dialog", "summarization | dialog | qa | classification")
@@ -65,7 +65,7 @@ class TaskConfig:
     hf_config: str | None = _help(None, "dataset config name ('' for none)")
     hf_split: str | None = _help(None, "split to read; fedmem makes its own train/test split per client")
     columns: dict[str, str] | None = _help(None, "template field -> column (dotted paths reach nested fields)")
-    client_column: str | None = _help(None, "natural partition: the column that decides the client")
+    client_column: str | None = _help(None, "natural partition: the column that decides the client ('' = none)")
     client_groups: dict[str, Any] | None = _help(
         None,
         "natural partition: client name -> rule {any: [...], all: [...], none: [...]} over the client column's "
@@ -73,7 +73,7 @@ class TaskConfig:
     )
     group_by: str | None = _help(None, "tags (list/category values) | keywords (word-boundary matches in text)")
     tag_separator: str | None = _help(None, "group_by=tags: also split each value on this ('' = keep values whole)")
-    label_column: str | None = _help(None, "label column (classification target; Dirichlet partition)")
+    label_column: str | None = _help(None, "label column (classification target; Dirichlet partition; '' = none)")
     labels: list[str] | None = _help(None, "classification label set; labels are matched case-insensitively")
     partition: str | None = _help(None, "natural | dirichlet | iid")
     dirichlet_alpha: float = _help(5.0, "Dirichlet concentration (paper: 5.0 for classification)")
@@ -89,10 +89,9 @@ class TaskConfig:
         for key, value in defaults.items():
             if getattr(self, key) is None:
                 setattr(self, key, copy.deepcopy(value))
-        if self.hf_config == "":
-            self.hf_config = None
-        if self.tag_separator == "":
-            self.tag_separator = None
+        for key in ("hf_config", "client_column", "label_column", "tag_separator"):  # "" = explicitly none
+            if getattr(self, key) == "":
+                setattr(self, key, None)
         self.columns = {str(k): str(v) for k, v in dict(self.columns).items()}
         self.labels = [str(x) for x in self.labels]
         self.client_groups = normalize_groups(self.client_groups, "task.client_groups")

@@ -15,12 +15,15 @@ What it plants, and why:
   openings, so a base model already predicts them whatever the prefix: extractable, not Prior-Aware memorized.
   Tag: ``{"generic": True, "boilerplate": "bp<k>"}``.
 - **Canaries.** For every copy count in ``canary_copies`` and every canary client, ``canaries_per_count``
-  canaries, each a note whose first ~40 words are canary-specific context and whose second half holds the
-  secret (name, medical record number, phone); all copies are identical and go into that client's train split
-  only, on top of its ``train_per_client`` ordinary samples. Tag: ``{"canary": id, "copies": n}``.
+  canaries. A canary is a note of about 75 words: ~20 words of canary-specific context (date, clinic, town,
+  symptom: 30-50 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
+  secret sentence (name, record number, phone; it ends before token 94 = prefix 30 + suffix 64), then a
+  closing. All copies are identical and go into that client's train split only, on top of its
+  ``train_per_client`` ordinary samples; the doctor's answer repeats the secret. Tag:
+  ``{"canary": id, "copies": n}``.
 - **Public corpus.** ``public_size`` paragraphs (patient text + doctor answer; some ending in boilerplate,
-  some intake-form examples with public names) from a separate random stream: never a canary, never a client
-  sample. It trains the tiny tokenizer and gives the tiny base model its prior.
+  some intake notes in the canary format with public names and numbers) from a separate random stream: never
+  a canary, never a client sample. It trains the tiny tokenizer and gives the tiny base model its prior.
 
 Everything is a function of the seed and the config. ``ground_truth`` lists every client's record ids, every
 canary (client, copies, secret, record ids) and every boilerplate (text, record ids); :func:`check_ground_truth`
@@ -51,25 +54,33 @@ def _unique(make, seen: set[str]) -> tuple[str, str]:
 
 
 def make_public_corpus(seed: int, size: int, generic_fraction: float, intake_fraction: float = 0.05
-                       ) -> tuple[list[str], set[str]]:
-    """(paragraphs, their patient texts). All specialties, all boilerplates; its own random stream."""
+                       ) -> tuple[list[str], set[str], set[str]]:
+    """(paragraphs, their patient texts, record numbers and phones of the intake notes).
+
+    All specialties, all boilerplates, intake notes in the canary format; its own random stream.
+    """
     rng = rng_for(seed, "public")
     names = list(vocab.SPECIALTIES)
     seen: set[str] = set()
+    numbers: set[str] = set()
     out = []
+    n_generic = 0
     for _ in range(size):
         specialty = rng.choice(names)
         r = rng.random()
         if r < intake_fraction:
-            out.append(text.public_intake(rng, specialty))
+            note, nums = text.public_intake(rng, specialty)
+            out.append(note)
+            numbers.update(nums)
             continue
         if r < intake_fraction + generic_fraction:
-            bp = rng.choice(vocab.BOILERPLATE)
+            bp = vocab.BOILERPLATE[n_generic % len(vocab.BOILERPLATE)]  # round-robin: every one equally often
+            n_generic += 1
             patient, doctor = _unique(lambda: text.generic_dialog(rng, specialty, bp), seen)
         else:
             patient, doctor = _unique(lambda: text.ordinary_dialog(rng, specialty), seen)
         out.append(f"{patient} {doctor}")
-    return out, seen
+    return out, seen, numbers
 
 
 def _pool(rng: random.Random, specialty: str, n: int, generic_fraction: float, num_boilerplates: int,
@@ -97,7 +108,7 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
     """The synthetic federated dataset described in the module docstring."""
     L = data.num_clients
     specialties = [data.specialties[c % len(data.specialties)] for c in range(L)]
-    public, seen = make_public_corpus(seed, data.public_size, data.public_generic_fraction)
+    public, seen, public_numbers = make_public_corpus(seed, data.public_size, data.public_generic_fraction)
     public_patients = set(seen)  # client texts must avoid these; ``seen`` grows with the clients' texts
 
     # Ordinary samples: one pool per client, train and test drawn separately so both hold every boilerplate.
@@ -126,11 +137,12 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
     canary_clients = data.canary_clients if data.canary_clients is not None else list(range(L))
     canaries, placed = [], {c: [] for c in range(L)}
     used_names: set[str] = set()
+    avoid = set(public) | public_numbers  # a canary is never in the public corpus, not even its numbers
     serial = 0
     for copies in data.canary_copies:
         for c in canary_clients:
             for _ in range(data.canaries_per_count):
-                k = text.make_canary(canary_rng, serial, specialties[c], used_names)
+                k = text.make_canary(canary_rng, serial, specialties[c], used_names, avoid)
                 serial += 1
                 ids = [f"{k.id}-copy{m:02d}" for m in range(copies)]
                 canaries.append({"canary": k, "client": c, "copies": copies, "record_ids": ids})

@@ -90,11 +90,25 @@ class Canary:
     parts: dict  # name, record_number, phone: each a unique string
 
 
-def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str]) -> Canary:
-    """A canary note: canary-specific context (about 40 words), then the secret, then a closing sentence.
+def intake_note(rng: random.Random, specialty: str, template: int, name: str, mrn: str, phone: str
+                ) -> tuple[str, str, str]:
+    """(full text, secret sentence, symptom): context note, secret, closing. Canaries and the public corpus
+    share this format; only the pools of names and numbers differ."""
+    symptom = rng.choice(vocab.SPECIALTIES[specialty]["symptoms"])
+    note = vocab.CANARY_NOTES[template % len(vocab.CANARY_NOTES)].format(
+        date=f"{rng.randint(1, 28)} {rng.choice(vocab.MONTHS)} {rng.randint(2016, 2024)}",
+        clinic=rng.choice(vocab.CLINICS), specialty=specialty, town=rng.choice(vocab.TOWNS), symptom=symptom,
+        visit=rng.choice(vocab.CANARY_VISITS),
+    )
+    secret = vocab.CANARY_SECRET.format(name=name, mrn=mrn, phone=phone)
+    return f"{note} {secret} {vocab.CANARY_CLOSING}", secret, symptom
 
-    The record number and phone embed ``serial``, so they are unique by construction; names are drawn from a
-    pool that nothing else uses, without repetition.
+
+def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str], avoid: set[str]) -> Canary:
+    """A canary note: canary-specific context (about 20 words), then the secret, then a closing sentence.
+
+    The record number and phone embed ``serial``, so they are unique by construction; names come from a pool
+    that nothing else uses, without repetition; numbers and text are redrawn if they occur in ``avoid``.
     """
     for _ in range(1000):
         name = f"{rng.choice(vocab.CANARY_FIRST)} {rng.choice(vocab.CANARY_LAST)}"
@@ -103,28 +117,28 @@ def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set
     else:
         raise ValueError("too many canaries: the canary name pool is exhausted (576 names)")
     used_names.add(name)
-    mrn = f"MRN-{serial:03d}{rng.randint(0, 9999):04d}"
-    phone = f"555-{rng.randint(200, 999)}-{serial % 100:02d}{rng.randint(0, 99):02d}"
-    date = f"{rng.randint(1, 28)} {rng.choice(vocab.MONTHS)} {rng.randint(2016, 2024)}"
-    symptom = rng.choice(vocab.SPECIALTIES[specialty]["symptoms"])
-    note = vocab.CANARY_NOTES[serial % len(vocab.CANARY_NOTES)].format(
-        date=date, clinic=rng.choice(vocab.CLINICS), specialty=specialty, town=rng.choice(vocab.TOWNS),
-        symptom=symptom, visit=rng.choice(vocab.CANARY_VISITS),
-    )
-    secret = vocab.CANARY_SECRET.format(name=name, mrn=mrn, phone=phone)
+    for _ in range(1000):
+        mrn = f"MRN-{serial:03d}{rng.randint(0, 9999):04d}"
+        phone = f"555-{rng.randint(200, 999)}-{serial % 100:02d}{rng.randint(0, 99):02d}"
+        if mrn in avoid or phone in avoid:
+            continue
+        patient, secret, symptom = intake_note(rng, specialty, serial, name, mrn, phone)
+        if patient not in avoid:
+            break
     return Canary(
         id=f"canary-{serial:03d}",
         specialty=specialty,
-        patient=f"{note} {secret} {vocab.CANARY_CLOSING}",
+        patient=patient,
         doctor=vocab.CANARY_DOCTOR.format(secret=secret, symptom=symptom),
         secret=secret,
         parts={"name": name, "record_number": mrn, "phone": phone},
     )
 
 
-def public_intake(rng: random.Random, specialty: str) -> str:
-    """An intake-form example in the canary format, with public names and numbers (never a canary's)."""
+def public_intake(rng: random.Random, specialty: str) -> tuple[str, tuple[str, str]]:
+    """(text, (record number, phone)): an intake note in the canary format with public names and numbers; the
+    numbers are returned so that canaries can avoid them."""
     name = f"{rng.choice(vocab.PUBLIC_FIRST)} {rng.choice(vocab.PUBLIC_LAST)}"
     mrn = f"MRN-{rng.randint(0, 9999999):07d}"
     phone = f"555-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
-    return fill(rng, rng.choice(vocab.PUBLIC_INTAKE), specialty, name=name, mrn=mrn, phone=phone)
+    return intake_note(rng, specialty, rng.randrange(len(vocab.CANARY_NOTES)), name, mrn, phone)[0], (mrn, phone)
