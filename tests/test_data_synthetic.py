@@ -10,7 +10,6 @@ import pytest
 
 from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_truth, write_ground_truth
 from fedmem.data.synthetic import check_ground_truth, vocab
-from fedmem.data.synthetic.text import VALUE_RANGES  # noqa: F401  (the specialties' own readings)
 from tests.fixtures.bpe import bpe_tokenizer
 
 SMALL = dict(train_per_client=40, test_per_client=10, public_size=300)
