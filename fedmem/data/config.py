@@ -144,8 +144,8 @@ class DataConfig:
     group_by: str | None = _help(None, "override task.group_by")
     label_column: str | None = _help(None, "override task.label_column")
     num_clients: int = _help(3, "number of clients L")
-    train_per_client: int = _help(400, "ordinary train samples per client (paper 27k); canary copies come on top")
-    test_per_client: int = _help(60, "test samples per client (paper 3k)")
+    train_per_client: int = _help(300, "ordinary train samples per client (paper 27k); canary copies come on top")
+    test_per_client: int = _help(40, "test samples per client (paper 3k)")
     # ---- synthetic source only
     specialties: list[str] = _factory(
         list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
@@ -155,7 +155,7 @@ class DataConfig:
     canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")
     generic_fraction: float = _help(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
     num_boilerplates: int = _help(4, "synthetic: how many boilerplate closings the clients share")
-    public_size: int = _help(3000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
+    public_size: int = _help(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
     public_generic_fraction: float = _help(0.3, "synthetic: share of public paragraphs ending in boilerplate")
 
     def __post_init__(self):
