@@ -17,7 +17,7 @@ $(BIN)/python:
 # WordNet (synonym perturbations, PEARL) comes from Debian's wordnet-base; installed when missing and possible.
 system-deps:
 	@test -d /usr/share/wordnet || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-	  (apt-get install -y -qq wordnet-base >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq wordnet-base >/dev/null)) ; } || \
+	  (apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null)) ; } || \
 	  echo "warning: WordNet not found (apt-get install wordnet-base); synonym perturbations will be unavailable"
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python

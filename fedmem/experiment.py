@@ -4,7 +4,6 @@ and the centralized baseline. ``clients/`` and ``server/`` are thin Flower wrapp
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import random
@@ -41,34 +40,35 @@ def write_config(cfg: ExperimentConfig, path: str | os.PathLike) -> None:
 # ---------------------------------------------------------------- data and model, cached per process
 
 
-@functools.lru_cache(maxsize=4)
-def _data(cfg_hash: str, cfg: ExperimentConfig):
-    from fedmem.data import load_federated
+_CACHE: dict[tuple, object] = {}
 
-    return load_federated(cfg.task, cfg.data, seed=cfg.seed, cache_dir=cfg.cache_dir)
+
+def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
+    """Per-process memo keyed by the config hash: Ray actors and the server load data and models once."""
+    key = (kind, cfg.hash(), cfg.cache_dir, *extra)
+    if key not in _CACHE:
+        _CACHE[key] = build()
+    return _CACHE[key]
 
 
 def federated_data(cfg: ExperimentConfig):
     """The clients' splits (deterministic from the config; loaded once per process)."""
-    return _data(cfg.hash(), cfg)
+    from fedmem.data import load_federated
 
-
-@functools.lru_cache(maxsize=2)
-def _base(cfg_hash: str, cfg: ExperimentConfig):
-    data = federated_data(cfg)
-    return load_base(cfg.model, data.public_corpus, cfg.seed, cfg.cache_dir, progress=cfg.train.progress)
+    return _cached("data", cfg, lambda: load_federated(cfg.task, cfg.data, seed=cfg.seed, cache_dir=cfg.cache_dir))
 
 
 def base_model(cfg: ExperimentConfig):
     """(frozen base model, tokenizer, where it came from); loaded once per process."""
-    return _base(cfg.hash(), cfg)
+    return _cached("base", cfg, lambda: load_base(cfg.model, federated_data(cfg).public_corpus, cfg.seed,
+                                                 cfg.cache_dir, progress=cfg.train.progress))
 
 
 def fresh_lora_model(cfg: ExperimentConfig):
     """Base + a LoRA adapter seeded by ``cfg.seed`` (identical in every process), on the compute device.
 
-    The base is shared by everything in this process; peft injects adapter layers into it, so we re-load the
-    base's weights into a fresh module instead of wrapping the cached one twice.
+    peft injects adapter layers into the module it wraps, so each LoRA model wraps its own copy of the
+    cached base rather than the cached base itself.
     """
     import copy
 
@@ -78,17 +78,16 @@ def fresh_lora_model(cfg: ExperimentConfig):
     return model, tokenizer
 
 
-@functools.lru_cache(maxsize=8)
-def _examples(cfg_hash: str, cfg: ExperimentConfig, client: int | None):
-    data = federated_data(cfg)
-    _, tokenizer, _ = base_model(cfg)
-    records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
-    return tokenize_examples(records, tokenizer, cfg.model.max_seq_len)
-
-
 def train_examples(cfg: ExperimentConfig, client: int | None):
     """Token ids of a client's train split (``None``: the union of all clients, for the centralized baseline)."""
-    return _examples(cfg.hash(), cfg, client)
+
+    def build():
+        data = federated_data(cfg)
+        _, tokenizer, _ = base_model(cfg)
+        records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
+        return tokenize_examples(records, tokenizer, cfg.model.max_seq_len)
+
+    return _cached("examples", cfg, build, client)
 
 
 _MODELS: dict[str, object] = {}

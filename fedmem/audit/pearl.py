@@ -1,0 +1,471 @@
+"""PEARL perturbation sensitivity as a per-round audit method, calibrated on held-out data (SPEC §5).
+
+Per audited sample x = (prefix p, reference suffix y): perturb p at every intensity k, sample
+``samples_per_intensity`` outputs from the model on each perturbed prompt, score each output against y
+(1 − NCD or ROUGE-L F1), and turn the intensities x outputs table into gfd / falloff / expected_drop.
+Members are the audited train samples, non-members the same clients' test samples; the decision threshold
+alpha is calibrated per round on the non-members at a target FPR. A loss-threshold membership-inference
+attack on the same samples is reported beside it (PEARL Table 4 shape).
+
+Cost: all (samples x intensities) prompts go through one batched ``ctx.generate`` call with
+``num_samples = samples_per_intensity``; ``n`` caps the samples per client and side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.audit.calibration import (
+    calibrate_threshold,
+    flagged_rate,
+    fpr_curve,
+    histogram,
+    histogram_edges,
+    roc_auc,
+)
+from fedmem.audit.performance import METRICS, performance
+from fedmem.audit.perturb import PERTURBATIONS, bitflip, default_replacer, flip_count, sample_rng
+from fedmem.audit.prompt_splice import splice_prompt
+from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
+
+
+def _help(default, text: str):
+    return field(default=default, metadata={"help": text})
+
+
+def _list(default, text: str):
+    return field(default_factory=lambda: list(default), metadata={"help": text})
+
+
+@dataclass
+class PearlConfig:
+    """audit.pearl: PEARL perturbation sensitivity (SPEC §5)."""
+
+    n: int = _help(
+        2,
+        "samples audited per client and side (members = train, non-members = test). Cost: n x 2 x clients x "
+        "len(intensities) x samples_per_intensity generations of max_new_tokens; about 3 s of CPU per audited "
+        "sample on the tiny preset, hence the small default",
+    )
+    intensities: list[int] = _list([0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
+    samples_per_intensity: int = _help(10, "outputs sampled per perturbed prompt (PEARL's i)")
+    perturbation: str = _help("bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
+    metric: str | None = _help(
+        None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
+    )
+    zlib_level: int = _help(9, "zlib compression level of the NCD compressor C")
+    score: str = _help("gfd", "score that decides: gfd, falloff or expected_drop")
+    alpha: float = _help(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
+    decide_with: str = _help(
+        "calibrated",
+        "threshold of the per-sample decisions and the MIA comparison: calibrated (alpha from the non-members "
+        "at fpr_target, falling back to alpha when there are none) or configured (alpha as given)",
+    )
+    tau_drop: float = _help(0.2, "gfd: an output fails when m_0 - perf > tau_drop (PEARL's tau_b)")
+    fpr_target: float = _help(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
+    fixed_alphas: list[float] = _list([0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
+    max_new_tokens: int | None = _help(None, "generation budget; None = audit.suffix_len")
+    seed: int = _help(0, "perturbation seed (combined with each sample's id)")
+    wordnet_dir: str | None = _help(
+        None, "WordNet 3.0 dict folder for synonym; None = $FEDMEM_WORDNET, else /usr/share/wordnet (wordnet-base)"
+    )
+    synonym_senses: int = _help(2, "synonym: synonyms come from this many leading WordNet senses of a word")
+    hist_bins: int = _help(20, "bins of the member / non-member score histograms")
+    mia_context: str = _help(
+        "prefix",
+        "loss attack conditions the suffix on: prefix (the bare prefix ids, as Prior-Aware's P(s|p)) or prompt "
+        "(the prefix inside the chat-templated user turn, as the model saw it in fine-tuning)",
+    )
+
+    def __post_init__(self):
+        ks = list(self.intensities)
+        if self.n < 1 or self.samples_per_intensity < 1:
+            raise ValueError("audit.pearl.n and audit.pearl.samples_per_intensity must be >= 1")
+        if len(ks) < 2 or ks[0] != 0 or any(b <= a for a, b in zip(ks, ks[1:])):
+            raise ValueError(f"audit.pearl.intensities must start at 0 and increase strictly (>= 2 values), got {ks}")
+        if self.perturbation not in PERTURBATIONS:
+            raise ValueError(f"audit.pearl.perturbation must be one of {PERTURBATIONS}, got {self.perturbation!r}")
+        if self.perturbation == "bitflip" and ks[-1] > 100:
+            raise ValueError(f"audit.pearl.intensities are bit percentages for bitflip: at most 100, got {ks[-1]}")
+        if self.perturbation == "synonym" and any(int(k) != k for k in ks):
+            raise ValueError(f"audit.pearl.intensities count words for synonym: whole numbers, got {ks}")
+        if self.metric is not None and self.metric not in METRICS:
+            raise ValueError(f"audit.pearl.metric must be one of {METRICS}, got {self.metric!r}")
+        if not 1 <= self.zlib_level <= 9:
+            raise ValueError(f"audit.pearl.zlib_level must be 1..9, got {self.zlib_level}")
+        if self.score not in SCORES:
+            raise ValueError(f"audit.pearl.score must be one of {SCORES}, got {self.score!r}")
+        if self.decide_with not in ("calibrated", "configured"):
+            raise ValueError(f"audit.pearl.decide_with must be calibrated or configured, got {self.decide_with!r}")
+        if self.tau_drop < 0:
+            raise ValueError(f"audit.pearl.tau_drop must be >= 0, got {self.tau_drop}")
+        if not 0 <= self.fpr_target < 1:
+            raise ValueError(f"audit.pearl.fpr_target must be in [0, 1), got {self.fpr_target}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError("audit.pearl.max_new_tokens must be >= 1 (or null for audit.suffix_len)")
+        if self.mia_context not in ("prefix", "prompt"):
+            raise ValueError(f"audit.pearl.mia_context must be prefix or prompt, got {self.mia_context!r}")
+        if self.synonym_senses < 1 or self.hist_bins < 1:
+            raise ValueError("audit.pearl.synonym_senses and audit.pearl.hist_bins must be >= 1")
+
+
+def _write_json_atomic(path: str, obj: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def _rate(flags: list[bool]) -> dict[str, Any]:
+    n = len(flags)
+    k = int(sum(flags))
+    return {"memorized": k, "total": n, "rate": k / n if n else None}
+
+
+@register
+class PearlSensitivity(AuditMethod):
+    name = "pearl"
+    Config = PearlConfig
+
+    def __init__(self, cfg: PearlConfig, run: AuditRun):
+        super().__init__(cfg, run)
+        self.metric = cfg.metric or getattr(run.task_config, "pearl_metric", None) or "ncd"
+        # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
+        self.members = [s for c in run.clients for s in run.train.get(c, [])[: cfg.n]]
+        self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
+        self.samples = self.members + self.nonmembers
+        self.replacer = (
+            default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
+        )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
+        t0 = time.perf_counter()
+        self.prompts, self.change_counts, self.roundtrip_exact, self.mia_contexts = self._perturbed_prompts()
+        self.perturb_s = time.perf_counter() - t0
+
+    # -- perturbation -------------------------------------------------------------------------------------
+    def _perturb(self, sample: AuditSample, k: int) -> tuple[str, int]:
+        """(perturbed prefix text, number of bits / words changed). Same generator seed for every k: nested."""
+        rng = sample_rng(self.cfg.seed, sample.id)
+        if self.cfg.perturbation == "bitflip":
+            return bitflip(sample.prefix_text, k, rng), flip_count(8 * len(sample.prefix_text.encode("utf-8")), k)
+        text, changed = self.replacer.replace(sample.prefix_text, int(k), rng)
+        return text, len(changed)
+
+    def _perturbed_prompts(self):
+        """prompts[s][j]: prompt ids of sample s at intensity j (j = 0: the original prompt_ids)."""
+        tok = self.run.tokenizer
+        prompts, counts, exact, contexts = [], [], [], []
+        for s in self.samples:
+            splice = splice_prompt(tok, s.prompt_ids, s.prefix_text, s.id)
+            exact.append(splice.roundtrip_exact)
+            contexts.append(tuple(s.prefix_ids) if self.cfg.mia_context == "prefix" else splice.context(tok))
+            row, row_counts = [tuple(s.prompt_ids)], [0]
+            for k in self.cfg.intensities[1:]:
+                text, changed = self._perturb(s, k)
+                row.append(splice.build(tok, text))
+                row_counts.append(changed)
+            prompts.append(row)
+            counts.append(row_counts)
+        counts = np.array(counts, dtype=np.float64).reshape(len(self.samples), len(self.cfg.intensities))
+        return prompts, counts, exact, contexts
+
+    # -- the audit ----------------------------------------------------------------------------------------
+    def audit(self, ctx: RoundContext) -> dict[str, Any]:
+        cfg, run = self.cfg, self.run
+        n_k, n_i = len(cfg.intensities), cfg.samples_per_intensity
+        max_new = cfg.max_new_tokens or run.suffix_len
+
+        t0 = time.perf_counter()
+        flat = [p for row in self.prompts for p in row]
+        outs = ctx.generate(flat, max_new_tokens=max_new, num_samples=n_i) if flat else []
+        t1 = time.perf_counter()
+
+        tables = np.zeros((len(self.samples), n_k, n_i))
+        for si, s in enumerate(self.samples):
+            for j in range(n_k):
+                texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
+                tables[si, j] = performance(texts, s.suffix_text, self.metric, cfg.zlib_level)
+        scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
+        t2 = time.perf_counter()
+
+        # Loss attack: mean token NLL of the suffix given the prefix (the perplexity MIA, in log space).
+        pairs = [(c, tuple(s.suffix_ids)) for c, s in zip(self.mia_contexts, self.samples)]
+        logp = ctx.logprobs(pairs) if pairs else np.zeros(0)
+        loss = np.array([-lp / max(1, len(s.suffix_ids)) for lp, s in zip(logp, self.samples)])
+        t3 = time.perf_counter()
+
+        section = self._report(ctx, tables, scores, loss)
+        section["timings_s"] = {
+            "perturb": round(self.perturb_s, 4),  # once per run, in the constructor
+            "generate": round(t1 - t0, 4),
+            "score": round(t2 - t1, 4),
+            "mia": round(t3 - t2, 4),
+            "generations": len(flat) * n_i,
+        }
+        if ctx.out_dir:
+            path = os.path.join(ctx.out_dir, f"pearl_{ctx.label}_tables.json")
+            _write_json_atomic(path, {"ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
+                                      "performance": np.round(tables, 5).tolist()})
+            section["tables_file"] = os.path.basename(path)
+        return section
+
+    def _report(self, ctx: RoundContext, tables: np.ndarray, scores: list[dict], loss: np.ndarray) -> dict[str, Any]:
+        cfg = self.cfg
+        nm = len(self.members)
+        is_member = np.array([i < nm for i in range(len(self.samples))])
+        chosen = np.array([sc[cfg.score] for sc in scores])
+        mem_s, non_s = chosen[is_member], chosen[~is_member]
+
+        calibrated = calibrate_threshold(non_s, cfg.fpr_target)
+        use_calibrated = cfg.decide_with == "calibrated" and calibrated is not None
+        decision_alpha = calibrated if use_calibrated else cfg.alpha
+        alphas = {"calibrated": calibrated, "configured": cfg.alpha, **{f"alpha={a:g}": a for a in cfg.fixed_alphas}}
+        counts = {}
+        for key, a in alphas.items():
+            if a is None:
+                counts[key] = None
+                continue
+            flags = chosen > a
+            per_client = {}
+            for c in self.run.clients:
+                in_c = np.array([s.client == c for s in self.samples], dtype=bool)
+                per_client[str(c)] = {
+                    "members": _rate(flags[in_c & is_member].tolist()),
+                    "nonmembers": _rate(flags[in_c & ~is_member].tolist()),
+                }
+            counts[key] = {
+                "alpha": a,
+                "overall": {
+                    "members": _rate(flags[is_member].tolist()),
+                    "nonmembers": _rate(flags[~is_member].tolist()),
+                },
+                "per_client": per_client,
+            }
+
+        distributions = {}
+        for name in ("gfd", "falloff", "expected_drop"):
+            v = np.array([sc[name] for sc in scores])
+            edges = histogram_edges(v, bins=cfg.hist_bins, lo=0.0, hi=1.0)
+            distributions[name] = {
+                "edges": edges,
+                "members": histogram(v[is_member], edges),
+                "nonmembers": histogram(v[~is_member], edges),
+                "mean_members": float(v[is_member].mean()) if nm else None,
+                "mean_nonmembers": float(v[~is_member].mean()) if (~is_member).any() else None,
+                "auc": roc_auc(v[is_member], v[~is_member]),
+            }
+
+        mia = self._mia(loss, is_member, chosen > decision_alpha)
+        means = np.array([intensity_means(t) for t in tables]) if len(tables) else np.zeros((0, len(cfg.intensities)))
+        section: dict[str, Any] = {
+            "round": ctx.round,
+            "label": ctx.label,
+            "config": {**asdict(cfg), "metric": self.metric},
+            "n_members": nm,
+            "n_nonmembers": int((~is_member).sum()),
+            "max_new_tokens": cfg.max_new_tokens or self.run.suffix_len,
+            "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
+            "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
+                [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
+            "mean_changed": dict(zip(map(str, cfg.intensities), self.change_counts.mean(axis=0).tolist()))
+            if self.samples else {},
+            "mean_performance": {
+                "intensities": list(cfg.intensities),
+                "members": means[is_member].mean(axis=0).tolist() if nm else None,
+                "nonmembers": means[~is_member].mean(axis=0).tolist() if (~is_member).any() else None,
+            },
+            "calibration": {
+                "score": cfg.score,
+                "fpr_target": cfg.fpr_target,
+                "alpha": calibrated,
+                "fpr": flagged_rate(non_s, calibrated) if calibrated is not None else None,
+                "tpr": flagged_rate(mem_s, calibrated) if calibrated is not None else None,
+                "auc": roc_auc(mem_s, non_s),
+                "decision_alpha": decision_alpha,
+            },
+            "counts": counts,
+            "fpr_curve": fpr_curve(mem_s, non_s, [cfg.alpha, *cfg.fixed_alphas]),
+            "distributions": distributions,
+            "mia": mia,
+            "ground_truth": self._ground_truth(chosen, is_member, decision_alpha),
+            "samples": [
+                {
+                    "id": s.id,
+                    "client": s.client,
+                    "member": bool(is_member[i]),
+                    **{k: round(v, 6) for k, v in scores[i].items()},
+                    "m": np.round(means[i], 5).tolist(),
+                    "loss": round(float(loss[i]), 6),
+                    "memorized": bool(chosen[i] > decision_alpha),
+                    "mia": bool(mia["flags"][i]) if mia["flags"] is not None else None,
+                    "tags": s.tags,
+                }
+                for i, s in enumerate(self.samples)
+            ],
+        }
+        section["mia"].pop("flags")
+        return section
+
+    def _mia(self, loss: np.ndarray, is_member: np.ndarray, pearl_flags: np.ndarray) -> dict[str, Any]:
+        """Loss-threshold attack at the same FPR target: member when loss < threshold. Calibrated on the
+        non-members by the same rule as PEARL, with score = −loss. Table 4 shape: per population the share
+        flagged by MIA, by PEARL, by both, and the four-way counts."""
+        cfg = self.cfg
+        score = -loss
+        t = calibrate_threshold(score[~is_member], cfg.fpr_target)
+        flags = score > t if t is not None else None
+        out: dict[str, Any] = {
+            "attack": f"loss: mean token NLL of the suffix given the {cfg.mia_context}; "
+            "member when loss < loss_threshold",
+            "fpr_target": cfg.fpr_target,
+            "loss_threshold": -t if t is not None else None,
+            "tpr": flagged_rate(score[is_member], t) if t is not None else None,
+            "fpr": flagged_rate(score[~is_member], t) if t is not None else None,
+            "auc": roc_auc(score[is_member], score[~is_member]),
+            "mean_loss_members": float(loss[is_member].mean()) if is_member.any() else None,
+            "mean_loss_nonmembers": float(loss[~is_member].mean()) if (~is_member).any() else None,
+            "flags": flags,
+        }
+        if flags is None:
+            out["table4"] = None
+            return out
+        table = {}
+        for name, pop in (("members", is_member), ("nonmembers", ~is_member)):
+            p, m = pearl_flags[pop], flags[pop]
+            n = int(pop.sum())
+            pct = (lambda x: 100.0 * float(x.sum()) / n if n else None)  # noqa: E731
+            table[name] = {
+                "n": n,
+                "mia_pct": pct(m),
+                "memo_pct": pct(p),
+                "intersection_pct": pct(p & m),
+                "pearl_only": int((p & ~m).sum()),
+                "mia_only": int((~p & m).sum()),
+                "both": int((p & m).sum()),
+                "neither": int((~p & ~m).sum()),
+            }
+        out["table4"] = table
+        return out
+
+    def _ground_truth(self, chosen: np.ndarray, is_member: np.ndarray, alpha: float) -> dict[str, Any] | None:
+        """Synthetic ground truth (SPEC §7): members grouped by canary copies / generic boilerplate."""
+        groups: dict[str, list[float]] = {}
+        for i, s in enumerate(self.samples):
+            if not is_member[i]:
+                continue
+            if s.tags.get("canary") is not None:
+                key = f"canary_copies={s.tags.get('copies', '?')}"
+            elif s.tags.get("generic"):
+                key = "generic"
+            else:
+                key = "plain"
+            groups.setdefault(key, []).append(float(chosen[i]))
+        if set(groups) <= {"plain"}:
+            return None
+        return {
+            k: {"n": len(v), "mean_score": float(np.mean(v)), "memorized": int(np.sum(np.array(v) > alpha))}
+            for k, v in sorted(groups.items())
+        }
+
+    # -- human report -------------------------------------------------------------------------------------
+    def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        label, score = section.get("label", "fl"), section["calibration"]["score"]
+        files = []
+        curve = section["fpr_curve"]
+        if curve:
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            th = [p["threshold"] for p in curve]
+            span = max(th[-1] - th[0], 0.1)
+            # Below every score everything is flagged: start the steps there so the curve reads from rate 1.
+            th = [th[0] - 0.05 * span, *th]
+            fpr = [1.0, *[p["fpr"] if p["fpr"] is not None else np.nan for p in curve]]
+            tpr = [1.0, *[p["tpr"] if p["tpr"] is not None else np.nan for p in curve]]
+            ax.step(th, fpr, where="post", label="FPR (non-members)")
+            ax.step(th, tpr, where="post", label="TPR (members)")
+            ax.axhline(section["calibration"]["fpr_target"], color="grey", ls=":", lw=1)
+            if section["calibration"]["alpha"] is not None:
+                ax.axvline(section["calibration"]["alpha"], color="k", ls="--", lw=1, label="calibrated alpha")
+            ax.set_xlabel(f"threshold on {score}")
+            ax.set_ylabel("rate")
+            ax.set_title(f"PEARL FPR curve, round {section.get('round')} ({label})")
+            ax.legend(fontsize=8)
+            files.append((f"PEARL FPR curve ({label})", self._save(fig, out_dir, f"pearl_{label}_fpr.png")))
+        dist = section["distributions"][score]
+        if section["n_members"] or section["n_nonmembers"]:
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            edges = np.array(dist["edges"])
+            width = np.diff(edges)
+            ax.bar(edges[:-1], dist["members"], width=width, align="edge", alpha=0.6, label="members (train)")
+            ax.bar(edges[:-1], dist["nonmembers"], width=width, align="edge", alpha=0.6, label="non-members (test)")
+            ax.set_xlabel(score)
+            ax.set_ylabel("samples")
+            ax.set_title(f"PEARL {score}, round {section.get('round')} ({label})")
+            ax.legend(fontsize=8)
+            files.append((f"PEARL {score} histogram ({label})", self._save(fig, out_dir, f"pearl_{label}_hist.png")))
+        return files
+
+    @staticmethod
+    def _save(fig, out_dir: str, name: str) -> str:
+        import matplotlib.pyplot as plt
+
+        os.makedirs(out_dir, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".png")
+        os.close(fd)
+        fig.tight_layout()
+        fig.savefig(tmp, dpi=100)
+        plt.close(fig)
+        os.replace(tmp, os.path.join(out_dir, name))
+        return name
+
+    def markdown(self, section: dict[str, Any]) -> str:
+        cal, counts, mia = section["calibration"], section["counts"], section["mia"]
+
+        def cell(key: str, side: str) -> str:
+            c = counts.get(key)
+            if not c:
+                return "–"
+            r = c["overall"][side]
+            return f"{r['memorized']}/{r['total']}"
+
+        def fmt(x, spec=".3f"):
+            return "–" if x is None else format(x, spec)
+
+        keys = ["calibrated", *[k for k in counts if k.startswith("alpha=")]]
+        head = ["side"] + [
+            f"α={fmt(cal['alpha'])} (cal.)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys
+        ]
+        lines = [
+            f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
+            f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {cal['fpr_target']:g} (TPR {fmt(cal['tpr'])}, "
+            f"AUC {fmt(cal['auc'])}); loss MIA TPR {fmt(mia['tpr'])}, AUC {fmt(mia['auc'])}.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        for side in ("members", "nonmembers"):
+            lines.append("| " + " | ".join([side, *[cell(k, side) for k in keys]]) + " |")
+        t4 = mia.get("table4")
+        if t4:
+            lines += [
+                "",
+                "| population | MIA % | PEARL % | both % | PEARL only | MIA only | neither |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for side, r in t4.items():
+                lines.append(
+                    f"| {side} | {fmt(r['mia_pct'], '.1f')} | {fmt(r['memo_pct'], '.1f')} | "
+                    f"{fmt(r['intersection_pct'], '.1f')} | {r['pearl_only']} | {r['mia_only']} | {r['neither']} |"
+                )
+        return "\n".join(lines)

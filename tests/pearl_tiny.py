@@ -1,0 +1,132 @@
+"""Real small parts for the PEARL tests and bench: a byte-level BPE tokenizer with a ChatML template trained on
+seeded synthetic sentences, a Qwen2 model built from a config, and AuditRun samples made from texts."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from fedmem.audit.base import AuditRun, AuditSample, Decoding
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+USER_TEMPLATE = "Please continue the following text. {text}"
+
+SUBJECTS = ["The patient", "Our team", "The galaxy", "A doctor", "The committee", "This model", "The river", "A farmer"]
+VERBS = ["reported", "observed", "described", "measured", "discovered", "remembered", "explained", "noticed"]
+OBJECTS = ["a severe headache", "the faint signal", "an unusual pattern", "the new medication", "a quiet village",
+           "the dark matter halo", "several old records", "a rapid change"]
+TAILS = ["after three weeks.", "during the night.", "in the northern region.", "with great care.",
+         "before the meeting ended.", "near the old bridge.", "under heavy rain.", "without any warning."]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    parts = (SUBJECTS, VERBS, OBJECTS, TAILS)
+    return [" ".join(rng.choice(p) for p in parts) for _ in range(n)]
+
+
+def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
+    """``n`` paragraphs of ``n_sentences`` random sentences each."""
+    return [" ".join(sentences(n_sentences, seed * 1000 + i)) for i in range(n)]
+
+
+@functools.lru_cache(maxsize=2)
+def tiny_tokenizer(vocab_size: int = 512):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(sentences(400, seed=1) + [USER_TEMPLATE], trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    heads = max(2, hidden // 32)
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=heads // 2 if heads % 2 == 0 else heads,
+        max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_len: int, suffix_len: int,
+                tags: dict | None = None) -> AuditSample:
+    """Prefix = first ``prefix_len`` tokens of the text, suffix = the next ``suffix_len``; the prompt is the chat
+    template around the user template holding the prefix text (as the data module does)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    prefix_ids, suffix_ids = ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]
+    prefix_text = tokenizer.decode(prefix_ids)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": USER_TEMPLATE.format(text=prefix_text)}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    prompt_ids = tokenizer(chat, add_special_tokens=False)["input_ids"]
+    return AuditSample(
+        id=f"c{client}/{split}/{idx}", client=client, split=split, prompt_ids=tuple(prompt_ids),
+        prefix_ids=tuple(prefix_ids), suffix_ids=tuple(suffix_ids), prefix_text=prefix_text,
+        suffix_text=tokenizer.decode(suffix_ids), tags=tags or {},
+    )
+
+
+def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, prefix_len: int = 24,
+             suffix_len: int = 24, seed: int = 0, decoding: Decoding | None = None) -> AuditRun:
+    train, test = {}, {}
+    for c in range(n_clients):
+        tr = texts(n_train, seed=100 + c)
+        te = texts(n_test, seed=200 + c)
+        train[c] = [make_sample(tokenizer, t, c, "train", i, prefix_len, suffix_len,
+                                {"canary": f"k{c}{i}", "copies": 4} if i == 0 else {}) for i, t in enumerate(tr)]
+        test[c] = [make_sample(tokenizer, t, c, "test", i, prefix_len, suffix_len) for i, t in enumerate(te)]
+    return AuditRun(
+        train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
+        decoding=decoding or Decoding(), prefix_len=prefix_len, suffix_len=suffix_len, seed=seed, task="synthetic",
+    )
+
+
+def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-3, seed: int = 0):
+    """Overfit the model on prompt + suffix of ``samples`` (a stand-in for fine-tuning on the members)."""
+    torch.manual_seed(seed)
+    seqs = [list(s.prompt_ids) + list(s.suffix_ids) for s in samples]
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    labels = torch.full((len(seqs), width), -100, dtype=torch.long)
+    att = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        ids[r, : len(s)] = torch.tensor(s)
+        labels[r, : len(s)] = torch.tensor(s)
+        att[r, : len(s)] = 1
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    model.eval()
+    return float(loss.item())

@@ -1,0 +1,165 @@
+"""The PEARL audit method end to end on a real tiny Qwen2 model that has memorized its members."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config, to_jsonable
+from fedmem.audit.pearl import PearlConfig, PearlSensitivity
+from tests.pearl_tiny import make_run, memorize, tiny_model, tiny_tokenizer
+
+N_CLIENTS, N = 2, 2
+CFG = dict(n=N, samples_per_intensity=4, max_new_tokens=20)
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    # One torch thread while building: on a shared 2-core machine, two spinning threads per process make
+    # this small model several times slower, not faster. Restored afterwards for the other tests.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _audited(tmp_path_factory)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _audited(tmp_path_factory):
+    tok = tiny_tokenizer()
+    run = make_run(tok, n_clients=N_CLIENTS, n_train=N + 1, n_test=N + 1, prefix_len=24, suffix_len=20)
+    model = tiny_model(tok)
+    members = [s for c in run.clients for s in run.train[c][:N]]
+    final_loss = memorize(model, members, steps=80, lr=1e-2)
+    method = PearlSensitivity(build_method_config("pearl", CFG), run)
+    out_dir = str(tmp_path_factory.mktemp("round_1"))
+    ctx = RoundContext(run=run, round=1, model=model, out_dir=out_dir)
+    section = method.audit(ctx)
+    return method, ctx, section, final_loss, out_dir
+
+
+def test_registered_and_config_validated():
+    assert AUDIT_METHODS["pearl"] is PearlSensitivity
+    assert isinstance(build_method_config("pearl", {"n": 3}), PearlConfig)
+    for bad, msg in [({"intensities": [1, 2]}, "start at 0"), ({"metric": "bleu"}, "metric"),
+                     ({"score": "max"}, "score"), ({"perturbation": "swap"}, "perturbation"),
+                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"mia_context": "x"}, "mia_context"),
+                     ({"decide_with": "x"}, "decide_with")]:
+        with pytest.raises(ValueError, match=msg):
+            build_method_config("pearl", bad)
+    with pytest.raises(ValueError, match="unknown option"):
+        build_method_config("pearl", {"tau": 0.1})
+
+
+def test_all_generations_go_through_one_batched_call(audited):
+    method, ctx, section, _, _ = audited
+    n_samples = 2 * N_CLIENTS * N
+    assert len(ctx._gen_cache) == 1
+    (prompts, max_new, num_samples, _, _), outs = next(iter(ctx._gen_cache.items()))
+    assert len(prompts) == n_samples * 6 and num_samples == 4 and max_new == 20
+    assert all(len(o) == 4 for o in outs)
+    # k = 0 is the identity: the unperturbed prompt is the sample's own prompt_ids.
+    for si, s in enumerate(method.samples):
+        assert prompts[si * 6] == tuple(s.prompt_ids)
+        assert all(prompts[si * 6 + j] != tuple(s.prompt_ids) for j in range(1, 6))
+    assert section["timings_s"]["generations"] == n_samples * 6 * 4
+
+
+def test_memorized_members_are_more_sensitive_than_non_members(audited):
+    _, _, section, final_loss, _ = audited
+    assert final_loss < 0.2  # the members were really memorized
+    perf = section["mean_performance"]
+    assert perf["members"][0] > perf["nonmembers"][0] + 0.2  # the model reproduces members' suffixes
+    assert perf["members"][0] > max(perf["members"][1:])  # ... until the prefix is perturbed
+    d = section["distributions"]["gfd"]
+    assert d["mean_members"] > d["mean_nonmembers"] and d["auc"] > 0.9
+    cal = section["calibration"]
+    assert cal["alpha"] is not None and cal["fpr"] <= cal["fpr_target"] and cal["tpr"] >= 0.75
+    assert section["mia"]["mean_loss_members"] < section["mia"]["mean_loss_nonmembers"]
+
+
+def test_section_structure_and_counts_are_consistent(audited):
+    method, _, section, _, out_dir = audited
+    section = json.loads(json.dumps(to_jsonable(section)))  # JSON-able as report.json needs
+    assert section["n_members"] == section["n_nonmembers"] == N_CLIENTS * N
+    assert section["prompt_roundtrip_exact"] == 1.0
+    assert section["mean_prompt_tokens"]["0"] == np.mean([len(s.prompt_ids) for s in method.samples])
+    assert section["calibration"]["decision_alpha"] == section["calibration"]["alpha"]  # decide_with=calibrated
+    assert section["mean_changed"]["0"] == 0 and section["mean_changed"]["5"] > section["mean_changed"]["1"] > 0
+    assert set(section["counts"]) == {"calibrated", "configured", "alpha=0.16", "alpha=0.2", "alpha=0.25"}
+    samples = section["samples"]
+    for key, c in section["counts"].items():
+        for side, is_member in (("members", True), ("nonmembers", False)):
+            overall = c["overall"][side]
+            assert overall["total"] == N_CLIENTS * N
+            assert overall["memorized"] == sum(c["per_client"][str(k)][side]["memorized"] for k in range(N_CLIENTS))
+            flagged = sum(1 for s in samples if s["member"] == is_member and s[method.cfg.score] > c["alpha"])
+            assert overall["memorized"] == flagged
+    for name in ("gfd", "falloff", "expected_drop"):
+        d = section["distributions"][name]
+        assert sum(d["members"]) == sum(d["nonmembers"]) == N_CLIENTS * N
+        assert len(d["edges"]) == method.cfg.hist_bins + 1
+    curve = section["fpr_curve"]
+    assert all(a["fpr"] >= b["fpr"] and a["tpr"] >= b["tpr"] for a, b in zip(curve, curve[1:]))
+    t4 = section["mia"]["table4"]
+    for side in ("members", "nonmembers"):
+        r = t4[side]
+        assert r["pearl_only"] + r["mia_only"] + r["both"] + r["neither"] == r["n"] == N_CLIENTS * N
+        assert r["intersection_pct"] == pytest.approx(100 * r["both"] / r["n"])
+    assert sum(s["memorized"] for s in samples if s["member"]) == t4["members"]["pearl_only"] + t4["members"]["both"]
+    for s in samples:
+        assert 0 <= s["gfd"] <= 1 and s["expected_drop"] >= 0 and len(s["m"]) == 6
+    gt = section["ground_truth"]  # the first train sample of each client carries a canary tag
+    assert gt["canary_copies=4"]["n"] == N_CLIENTS and gt["plain"]["n"] == N_CLIENTS * (N - 1)
+    with open(os.path.join(out_dir, section["tables_file"])) as f:
+        tables = json.load(f)
+    assert np.array(tables["performance"]).shape == (2 * N_CLIENTS * N, 6, 4)
+
+
+def test_render_and_markdown(audited, tmp_path):
+    method, _, section, _, _ = audited
+    files = method.render(section, str(tmp_path))
+    assert [f for _, f in files] == ["pearl_fl_fpr.png", "pearl_fl_hist.png"]
+    for _, f in files:
+        with open(tmp_path / f, "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    md = method.markdown(section)
+    assert "calibrated α" in md and "| members |" in md and "| nonmembers |" in md and "PEARL only" in md
+
+
+def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
+    method, ctx, section, _, _ = audited
+    again = PearlSensitivity(method.cfg, method.run)
+    assert again.prompts == method.prompts  # same seed, same sample ids -> same perturbed prompts
+    s2 = again.audit(ctx)  # the round context memoises the generations: same outputs, so same scores
+    assert s2["samples"] == section["samples"]
+    other = PearlSensitivity(PearlConfig(**{**CFG, "seed": 1}), method.run)
+    assert other.prompts != method.prompts
+
+
+def test_conf_file_matches_the_config_defaults():
+    import yaml
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "conf", "audit", "pearl", "default.yaml")
+    with open(path) as f:
+        first = f.readline()
+        f.seek(0)
+        values = yaml.safe_load(f)
+    assert first.startswith("# ") and "audit/pearl" in first
+    assert build_method_config("pearl", values) == PearlConfig()
+
+
+def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):
+    method, _, _, _, _ = audited
+    syn = PearlSensitivity(PearlConfig(**{**CFG, "perturbation": "synonym"}), method.run)
+    tok = method.run.tokenizer
+    for si, s in enumerate(syn.samples):
+        eligible = len(syn.replacer.eligible(s.prefix_text))
+        assert syn.change_counts[si].tolist() == [min(k, eligible) for k in syn.cfg.intensities]
+        for j, k in enumerate(syn.cfg.intensities):
+            text = tok.decode(list(syn.prompts[si][j]), skip_special_tokens=False)
+            base = tok.decode(list(s.prompt_ids), skip_special_tokens=False)
+            assert (text == base) == (min(k, eligible) == 0)
+    assert syn.change_counts[:, -1].mean() >= 3  # the synthetic prefixes offer several replaceable words
