@@ -151,8 +151,9 @@ def test_unknown_label_is_one_clear_error(tmp_path):
 
 def test_small_partitions_shrink_the_split_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="owns only 12 rows"):
-        fd = load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl")), seed=0)
-    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(10, 2)] * 3  # 400:60 of 12 rows
+        fd = load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl"),
+                                                              train_per_client=500, test_per_client=100), seed=0)
+    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(10, 2)] * 3  # 5:1 of 12 rows
 
 
 def test_hub_failure_is_one_clear_error_that_says_how_to_use_local_files(tmp_path):

@@ -12,7 +12,7 @@ from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_trut
 from fedmem.data.synthetic import check_ground_truth, vocab
 from tests.fixtures.bpe import bpe_tokenizer
 
-SMALL = dict(train_per_client=40, test_per_client=10, public_size=300)
+SMALL = dict(train_per_client=80, test_per_client=10, public_size=300)
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,10 @@ def _records(fd):
     return list(fd.all_records())
 
 
-def test_sizes_and_canary_copies_on_top(fd):
+def test_sizes_with_canary_copies_in_place_of_ordinary_samples(fd):
+    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(80, 10)] * 3  # |D_j| = train_per_client
     copies = sum([1, 2, 4, 8, 16])  # one canary per count in every client
-    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(40 + copies, 10)] * 3
+    assert [sum("canary" in r.tags for r in c.train) for c in fd.clients] == [copies] * 3
     assert len(fd.public_corpus) == 300
     assert fd.ground_truth["public_size"] == 300
 
@@ -67,7 +68,7 @@ def test_canary_text_shape(fd):
 def test_canary_secret_lies_in_the_default_audit_suffix():
     """With a tokenizer like the tiny preset's (byte-level BPE, 2048 merges on the public corpus), the secret starts
     after a 30-token prefix and ends within the next 64 tokens (audit defaults prefix_len=30, suffix_len=64)."""
-    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=20, test_per_client=5), seed=0)
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=40, test_per_client=5), seed=0)
     tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
     for k in full.ground_truth["canaries"]:
         a, b = k["secret_char_span"]
@@ -94,7 +95,7 @@ def test_boilerplate_is_shared_by_all_clients_and_public(fd):
     untagged = [r for _, _, r in _records(fd) if not r.tags]
     assert not any(b["text"] in r.mem_text for b in truth for r in untagged)
     n_generic = sum(1 for _, _, r in _records(fd) if r.tags.get("generic"))
-    assert n_generic == 3 * (round(40 * 0.2) + round(10 * 0.2))
+    assert n_generic == 3 * (round((80 - 31) * 0.2) + round(10 * 0.2))
 
 
 def test_public_corpus_is_disjoint_from_every_client_sample(fd):
@@ -161,9 +162,16 @@ def test_canary_options_and_two_clients():
     fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
     truth = fd.ground_truth["canaries"]
     assert sorted(k["copies"] for k in truth) == [1, 1, 3, 3] and {k["client"] for k in truth} == {1}
-    assert [len(c.train) for c in fd.clients] == [24, 24 + 2 * (1 + 3)]
+    assert [len(c.train) for c in fd.clients] == [24, 24]
+    assert [sum("canary" in r.tags for r in c.train) for c in fd.clients] == [0, 2 * (1 + 3)]
     none = load_federated(TaskConfig(name="dialog"), dataclasses.replace(data, canaries_per_count=0), seed=0)
     assert none.ground_truth["canaries"] == [] and [len(c.train) for c in none.clients] == [24, 24]
+
+
+def test_too_many_canary_copies_is_one_clear_error():
+    with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
+        DataConfig(train_per_client=24)
+    DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
 
 
 def test_iid_partition_mixes_specialties_but_keeps_canaries_in_place():
@@ -171,7 +179,7 @@ def test_iid_partition_mixes_specialties_but_keeps_canaries_in_place():
     for c, split in enumerate(fd.clients):
         origins = Counter(r.id.split("-")[1] for r in split.train + split.test if r.id.startswith("syn-"))
         assert len(origins) == 3  # samples of all three specialty pools
-        assert len(split.test) == 10
+        assert (len(split.train), len(split.test)) == (80, 10)
     for k in fd.ground_truth["canaries"]:
         assert all(r.id in k["record_ids"] for r in fd.clients[k["client"]].train if r.tags.get("canary") == k["id"])
     check_ground_truth(fd)

@@ -144,7 +144,7 @@ class DataConfig:
     group_by: str | None = _help(None, "override task.group_by")
     label_column: str | None = _help(None, "override task.label_column")
     num_clients: int = _help(3, "number of clients L")
-    train_per_client: int = _help(300, "ordinary train samples per client (paper 27k); canary copies come on top")
+    train_per_client: int = _help(300, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = _help(40, "test samples per client (paper 3k)")
     # ---- synthetic source only
     specialties: list[str] = _factory(
@@ -192,7 +192,7 @@ class DataConfig:
         if self.canaries_per_count < 0:
             raise ValueError(f"data.canaries_per_count must be >= 0, got {self.canaries_per_count}")
         if self.canary_clients is not None:
-            self.canary_clients = [int(c) for c in self.canary_clients]
+            self.canary_clients = sorted({int(c) for c in self.canary_clients})
             bad = [c for c in self.canary_clients if not 0 <= c < self.num_clients]
             if bad or not self.canary_clients:
                 raise ValueError(
@@ -205,6 +205,16 @@ class DataConfig:
             raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
         if self.public_size < 0:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
+        if self.source == "synthetic" and self.canary_copies_per_client() >= self.train_per_client:
+            raise ValueError(
+                f"data: a canary client holds {self.canary_copies_per_client()} canary copies "
+                f"(canaries_per_count x sum(canary_copies)), which must be fewer than "
+                f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
+            )
+
+    def canary_copies_per_client(self) -> int:
+        """Canary copies in the train split of each canary client (synthetic source)."""
+        return self.canaries_per_count * sum(self.canary_copies)
 
 
 def check_configs(task: TaskConfig, data: DataConfig) -> None:

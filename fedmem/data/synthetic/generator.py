@@ -18,8 +18,8 @@ What it plants, and why:
   canaries. A canary is a note of about 75 words: ~20 words of canary-specific context (date, clinic, town,
   symptom: 30-50 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
   secret sentence (name, record number, phone; it ends before token 94 = prefix 30 + suffix 64), then a
-  closing. All copies are identical and go into that client's train split only, on top of its
-  ``train_per_client`` ordinary samples; the doctor's answer repeats the secret. Tag:
+  closing. All copies are identical and go into that client's train split only, in place of ordinary
+  samples (|D_j| stays ``train_per_client``); the doctor's answer repeats the secret. Tag:
   ``{"canary": id, "copies": n}``.
 - **Public corpus.** ``public_size`` paragraphs (patient text + doctor answer; some ending in boilerplate,
   some intake notes in the canary format with public names and numbers) from a separate random stream: never
@@ -111,11 +111,15 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
     public, seen, public_numbers = make_public_corpus(seed, data.public_size, data.public_generic_fraction)
     public_patients = set(seen)  # client texts must avoid these; ``seen`` grows with the clients' texts
 
+    canary_clients = data.canary_clients if data.canary_clients is not None else list(range(L))
+    n_ordinary = [data.train_per_client - (data.canary_copies_per_client() if c in canary_clients else 0)
+                  for c in range(L)]  # canary copies take the place of ordinary samples: |D_j| = train_per_client
+
     # Ordinary samples: one pool per client, train and test drawn separately so both hold every boilerplate.
     train_pools, test_pools = [], []
     for c in range(L):
         rng = rng_for(seed, "client", c)
-        train_pools.append(_pool(rng, specialties[c], data.train_per_client, data.generic_fraction,
+        train_pools.append(_pool(rng, specialties[c], n_ordinary[c], data.generic_fraction,
                                  data.num_boilerplates, seen, f"syn-c{c}-train"))
         test_pools.append(_pool(rng, specialties[c], data.test_per_client, data.generic_fraction,
                                 data.num_boilerplates, seen, f"syn-c{c}-test"))
@@ -127,14 +131,13 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
             parts = partition.dirichlet([specialties[c] for _, c in rows], L, task.dirichlet_alpha, seed)
         train_pools, test_pools = [], []
         for c, part in enumerate(parts):
-            tr, te = partition.split_train_test(part, data.train_per_client, data.test_per_client,
+            tr, te = partition.split_train_test(part, n_ordinary[c], data.test_per_client,
                                                 rng_for(seed, "split", c), c)
             train_pools.append([rows[i][0] for i in tr])
             test_pools.append([rows[i][0] for i in te])
 
     # Canaries: copy counts x canary clients x canaries_per_count, each copy in its client's train split only.
     canary_rng = rng_for(seed, "canaries")
-    canary_clients = data.canary_clients if data.canary_clients is not None else list(range(L))
     canaries, placed = [], {c: [] for c in range(L)}
     used_names: set[str] = set()
     avoid = set(public) | public_numbers  # a canary is never in the public corpus, not even its numbers
