@@ -163,6 +163,8 @@ class DataConfig:
 
         if self.source not in SOURCES:
             raise ValueError(f"data.source must be one of {SOURCES}, got {self.source!r}")
+        if self.path == "???":  # OmegaConf's mandatory marker, left unset (conf/data/local.yaml)
+            self.path = None
         if self.source == "local" and not self.path:
             raise ValueError("data.source=local needs data.path (a .jsonl, .csv or .parquet file)")
         if self.source == "synthetic" and self.path:
