@@ -63,6 +63,7 @@ def test_presets_fill_only_what_is_left_none():
         ({"group_by": "regex"}, "task.group_by"),
         ({"user_template": "Answer this: {question}"}, r"must contain \{patient\}"),
         ({"assistant_template": "{doctor} ({specialty})"}, "no column for template field"),
+        ({"assistant_template": "{doctor} {"}, "not a valid format string"),
         ({"client_groups": {"g": {"nonsense": ["x"]}}}, "task.client_groups.g"),
         ({"client_groups": {"g": {"none": ["x"]}}}, "'none' alone"),
         ({"name": "qa", "metric": "accuracy"}, "needs task.labels"),

@@ -96,7 +96,10 @@ class TaskConfig:
         self.labels = [str(x) for x in self.labels]
         self.client_groups = normalize_groups(self.client_groups, "task.client_groups")
 
-        fields = template_fields(self.user_template, self.assistant_template)
+        try:
+            fields = template_fields(self.user_template, self.assistant_template)
+        except ValueError as e:  # a stray brace
+            raise ValueError(f"task.user_template / assistant_template is not a valid format string: {e}") from None
         if self.mem_field not in template_fields(self.user_template):
             raise ValueError(f"task.user_template must contain {{{self.mem_field}}} (task.mem_field), "
                              f"got {self.user_template!r}")
