@@ -15,6 +15,11 @@ from typing import Any
 import numpy as np
 
 
+def _column(ds, name: str) -> list:
+    """A column as a Python list through Arrow (iterating a ``Dataset`` column is a slow per-row loop)."""
+    return ds.with_format("arrow")[name].to_pylist()
+
+
 def _index_dataset(**columns: list):
     from datasets import Dataset
 
@@ -50,7 +55,7 @@ def natural(client_ids: list[Any], num_clients: int) -> list[list[int]]:
     p.dataset = _index_dataset(client=ids, src=[row for row, _ in kept])
     _ = p.num_partitions  # builds the (lazy) partition id <-> natural id mapping
     order = {nat: pid for pid, nat in p.partition_id_to_natural_id.items()}
-    return [sorted(p.load_partition(order[nat])["src"]) for nat in distinct]
+    return [sorted(_column(p.load_partition(order[nat]), "src")) for nat in distinct]
 
 
 def dirichlet(labels: list[Any], num_clients: int, alpha: float, seed: int) -> list[list[int]]:
@@ -62,7 +67,7 @@ def dirichlet(labels: list[Any], num_clients: int, alpha: float, seed: int) -> l
     p = DirichletPartitioner(num_partitions=num_clients, partition_by="label", alpha=float(alpha),
                              min_partition_size=1, self_balancing=False, shuffle=True, seed=seed)
     p.dataset = _index_dataset(label=[str(x) for x in labels])
-    return [sorted(p.load_partition(i)["_row"]) for i in range(num_clients)]
+    return [sorted(_column(p.load_partition(i), "_row")) for i in range(num_clients)]
 
 
 def iid(n_rows: int, num_clients: int, seed: int) -> list[list[int]]:
@@ -74,7 +79,7 @@ def iid(n_rows: int, num_clients: int, seed: int) -> list[list[int]]:
     rows = np.random.default_rng(seed).permutation(n_rows).tolist()
     p = IidPartitioner(num_partitions=num_clients)
     p.dataset = _index_dataset(src=rows)
-    return [sorted(p.load_partition(i)["src"]) for i in range(num_clients)]
+    return [sorted(_column(p.load_partition(i), "src")) for i in range(num_clients)]
 
 
 def split_train_test(rows: list[int], n_train: int, n_test: int, rng: random.Random,

@@ -21,11 +21,11 @@ def _column(ds, name: str, what: str) -> list[Any]:
             f"{what}: column {name!r} not found; the data has columns {sorted(ds.column_names)} "
             f"(nested fields are reached with dots, e.g. context.contexts)"
         )
-    values = ds[name]
+    values = ds.with_format("arrow")[name].to_pylist()  # one Arrow conversion, not a Python loop over rows
     feature = ds.features.get(name)
     if isinstance(feature, ClassLabel):
         values = [None if v is None or v < 0 else feature.int2str(int(v)) for v in values]
-    return list(values)
+    return values
 
 
 def canonical_label(value: Any, labels: tuple[str, ...]) -> str | None:
