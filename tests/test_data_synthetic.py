@@ -59,7 +59,7 @@ def test_canary_text_shape(fd):
         assert len(words) >= 60
         a, b = k["secret_char_span"]
         assert k["mem_text"][a:b] == k["secret"]
-        assert 18 <= k["secret_word_offset"] <= 26
+        assert 16 <= k["secret_word_offset"] <= 30
         assert all(p in k["secret"] for p in k["secret_parts"].values())
         contexts.add(" ".join(words[:12]))
     assert len(contexts) == len(fd.ground_truth["canaries"])  # the first 12 words already tell canaries apart
@@ -115,7 +115,7 @@ def test_samples_are_unique_and_look_like_their_specialty(fd):
         for r in fd.clients[c].train + fd.clients[c].test:
             if not r.tags:
                 assert any(s in r.mem_text for s in own)
-                assert len(r.mem_text.split()) >= 60
+                assert len(r.mem_text.split()) >= 45
                 quoted = re.search(r'You wrote: "(.*?)"', r.assistant).group(1)
                 assert quoted in r.mem_text[len(r.mem_text) // 3:]  # the quote comes from the later part
             assert r.user.startswith("If you are a doctor, please answer the medical questions based on the "
@@ -168,10 +168,22 @@ def test_canary_options_and_two_clients():
     assert none.ground_truth["canaries"] == [] and [len(c.train) for c in none.clients] == [24, 24]
 
 
+def test_hundreds_of_canaries_keep_unique_secrets():
+    """480 canaries: every name, record number and phone occurs in exactly its own copies (check_ground_truth runs
+    on every generation and would raise otherwise)."""
+    data = DataConfig(train_per_client=300, test_per_client=5, public_size=400, canary_copies=[1, 2],
+                      canaries_per_count=80, generic_fraction=0.1)
+    fd = load_federated(TaskConfig(name="dialog"), data, seed=3)
+    parts = [p for k in fd.ground_truth["canaries"] for p in k["secret_parts"].values()]
+    assert len(fd.ground_truth["canaries"]) == 480 and len(set(parts)) == len(parts)
+
+
 def test_too_many_canary_copies_is_one_clear_error():
     with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
         DataConfig(train_per_client=24)
     DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
+    with pytest.raises(ValueError, match="at most 576"):
+        DataConfig(num_clients=5, canaries_per_count=30, canary_copies=list(range(1, 5)), train_per_client=9999)
 
 
 def test_iid_partition_mixes_specialties_but_keeps_canaries_in_place():

@@ -127,6 +127,7 @@ class TaskConfig:
         return template_fields(self.user_template, self.assistant_template)
 
 
+MAX_CANARIES = 576  # the canary name pool (24 x 24 names, each used once)
 SPECIALTY_NAMES = ("cardiology", "dermatology", "gastroenterology", "neurology", "pulmonology")
 
 
@@ -210,12 +211,18 @@ class DataConfig:
             raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
         if self.public_size < 0:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
+        if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
+            raise ValueError(f"data: {self.num_canaries()} canaries requested, at most {MAX_CANARIES} (unique names)")
         if self.source == "synthetic" and self.canary_copies_per_client() >= self.train_per_client:
             raise ValueError(
                 f"data: a canary client holds {self.canary_copies_per_client()} canary copies "
                 f"(canaries_per_count x sum(canary_copies)), which must be fewer than "
                 f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
             )
+
+    def num_canaries(self) -> int:
+        clients = self.num_clients if self.canary_clients is None else len(self.canary_clients)
+        return len(self.canary_copies) * self.canaries_per_count * clients
 
     def canary_copies_per_client(self) -> int:
         """Canary copies in the train split of each canary client (synthetic source)."""

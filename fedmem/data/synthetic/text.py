@@ -61,16 +61,16 @@ def doctor_answer(rng: random.Random, specialty: str, quote: str | None) -> str:
 
 
 def ordinary_dialog(rng: random.Random, specialty: str) -> tuple[str, str]:
-    """(patient, doctor): an opening and four detail sentences with unique fillers (about 75 words).
+    """(patient, doctor): an opening and three detail sentences with unique fillers (about 60 words).
 
-    The doctor quotes the third detail: it lies in the audited suffix region, not in the prompt prefix.
+    The doctor quotes the last detail: it lies in the audited suffix region, not in the prompt prefix.
     """
     spec = vocab.SPECIALTIES[specialty]
     same = {"symptom": rng.choice(spec["symptoms"]), "job": rng.choice(vocab.JOBS)}  # one person, one story
     opening = fill(rng, rng.choice(vocab.OPENINGS), specialty, **same)
-    details = [fill(rng, t, specialty, **same) for t in rng.sample(spec["details"], 4)]
+    details = [fill(rng, t, specialty, **same) for t in rng.sample(spec["details"], 3)]
     patient = " ".join([opening, *details])
-    return patient, doctor_answer(rng, specialty, details[2])
+    return patient, doctor_answer(rng, specialty, details[-1])
 
 
 def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tuple[str, str]:
@@ -107,8 +107,11 @@ def intake_note(rng: random.Random, specialty: str, template: int, name: str, mr
 def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str], avoid: set[str]) -> Canary:
     """A canary note: canary-specific context (about 20 words), then the secret, then a closing sentence.
 
-    The record number and phone embed ``serial``, so they are unique by construction; names come from a pool
-    that nothing else uses, without repetition; numbers and text are redrawn if they occur in ``avoid``.
+    Short numbers (the tiny model can learn them in a few rounds), unique and unambiguous by construction: the
+    record number is ``serial`` (3 digits) plus 2 digits, five digits that no 4-digit group (phones, years)
+    can contain; the phone is ``555`` and a digit plus ``serial``; their first digit is never 9, which public
+    numbers always start with. Names come from a pool that nothing else uses, without repetition; numbers and
+    text are redrawn if they still occur in ``avoid``.
     """
     for _ in range(1000):
         name = f"{rng.choice(vocab.CANARY_FIRST)} {rng.choice(vocab.CANARY_LAST)}"
@@ -118,13 +121,15 @@ def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set
         raise ValueError("too many canaries: the canary name pool is exhausted (576 names)")
     used_names.add(name)
     for _ in range(1000):
-        mrn = f"MRN-{serial:03d}{rng.randint(0, 9999):04d}"
-        phone = f"555-{rng.randint(200, 999)}-{serial % 100:02d}{rng.randint(0, 99):02d}"
+        mrn = f"{serial:03d}{rng.randint(0, 99):02d}"
+        phone = f"555 {rng.randint(0, 8)}{serial:03d}"
         if mrn in avoid or phone in avoid:
             continue
         patient, secret, symptom = intake_note(rng, specialty, serial, name, mrn, phone)
         if patient not in avoid:
             break
+    else:
+        raise RuntimeError(f"canary {serial}: could not draw a text that avoids the public corpus")
     return Canary(
         id=f"canary-{serial:03d}",
         specialty=specialty,
@@ -139,6 +144,6 @@ def public_intake(rng: random.Random, specialty: str) -> tuple[str, tuple[str, s
     """(text, (record number, phone)): an intake note in the canary format with public names and numbers; the
     numbers are returned so that canaries can avoid them."""
     name = f"{rng.choice(vocab.PUBLIC_FIRST)} {rng.choice(vocab.PUBLIC_LAST)}"
-    mrn = f"MRN-{rng.randint(0, 9999999):07d}"
-    phone = f"555-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
+    mrn = f"9{rng.randint(0, 9999):04d}"  # public numbers start with 9, canary numbers never do
+    phone = f"555 9{rng.randint(0, 999):03d}"
     return intake_note(rng, specialty, rng.randrange(len(vocab.CANARY_NOTES)), name, mrn, phone)[0], (mrn, phone)
