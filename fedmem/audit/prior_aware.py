@@ -1,0 +1,463 @@
+"""Prior-Aware (PA) memorization (SPEC §6; the Prior-Aware Memorization paper, Definitions 2 and 3).
+
+For each audited train pair (p, s) of a client:
+
+- P(s|p): teacher-forced, one forward pass per batch (``RoundContext.logprobs``).
+- P̂(s) = (1/c) Σ_i P(s | q_i), the paper's unbiased Monte-Carlo estimator of the prior P(s): the q_i are drawn
+  uniformly *with replacement* (i.i.d., as Definition 3 requires) from the prefixes of ALL clients' audited
+  train samples (``run.train``), with a seed, once per run, so every round and every audited model sees the
+  same q_i. The mean is taken in probability space, computed in log space (logsumexp). With ``trials`` > 1,
+  ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its standard error
+  is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error is that of
+  the mean of the c samples (std / √c). All P(s|q_i) come from one call of ``fedmem.scoring.prior_logprobs``
+  (prefix KV-cache reuse).
+- extractable: P(s|p) > m;  PA-memorized: extractable and P(s|p) / P̂(s) > n.
+- m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
+- n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
+  P(s|p) / P̂(s) over generic, easy-to-predict sequences, each tokenized and split half prefix / half suffix,
+  with P̂(s) from the same q_i. Following the paper ("n is simply an average of P(s|p)/P(s)") the mean is
+  taken in RATIO space, not over log ratios: log n = logsumexp_k(log ratio_k) − log K. The paper uses its short
+  sentences for 4-token suffixes and its long ones for 50-token suffixes; here the short set serves suffixes of
+  up to 8 tokens and the long set longer ones (the same cut as m). ``generic`` in the config replaces the set.
+  The App. B list is copied verbatim except for the trailing list-separator commas of the paper's listing.
+
+The section reports counts (extractable, PA-memorized, their ratio) per client and overall, the log10-ratio
+histogram, per-sample scores (ids only), the top- and lowest-scoring examples (texts through ``run.redact``),
+and, when samples carry ground truth, a breakdown by canary copy count and for generic boilerplate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.scoring import prior_logprobs
+
+LN10 = math.log(10.0)
+
+# Prior-Aware Memorization, App. B: generic sequences for the threshold n.
+GENERIC_SHORT: tuple[str, ...] = (
+    'Please let me know if you have any questions',
+    'Thank you for your time and consideration',
+    'I look forward to hearing from you soon',
+    "If you have any concerns, please don't hesitate to contact me",
+    "Don't miss out on this limited-time offer",
+    'Our mission is to provide the best service',
+    'Learn more about our features and pricing options',
+)
+GENERIC_LONG: tuple[str, ...] = (
+    (
+        'Thank you for taking the time to read this message. I am writing to provide an update regarding our '
+        'project and to ensure that you have all the information needed to move forward. At this stage, we '
+        'have completed the initial steps and are preparing to begin the next phase. Please review the '
+        'attached document, which includes a summary of progress, outstanding tasks, and anticipated '
+        'challenges. If you have any questions or concerns, feel free to reach out at your earliest '
+        'convenience.'
+    ),
+    (
+        'This email is intended to confirm the details of our upcoming meeting. The session is scheduled for '
+        'next week at the agreed time, and we will be covering several important items on the agenda. Please '
+        'make sure to review the notes shared earlier so that we can make efficient use of our time together.'
+        ' If you are unable to attend, kindly let me know as soon as possible so we can reschedule or provide'
+        ' you with the necessary updates.'
+    ),
+    (
+        'I hope this message finds you well. I wanted to follow up on the status of the work assigned last '
+        'month and check whether everything is on track for completion by the deadline. If you are facing any'
+        ' obstacles or require additional support, please do not hesitate to reach out. It is important for '
+        'us to address any potential challenges early so that the overall timeline remains achievable.'
+    ),
+    (
+        'In this article, we will discuss the basics of this topic and explain why it is important to '
+        'understand this concept in the broader context of the field. We will begin with a brief '
+        'introduction, followed by a step-by-step explanation of the main ideas, and finally provide some '
+        'examples to illustrate how these principles can be applied in practice. Whether you are completely '
+        'new to this topic or simply looking for a refresher, this guide is designed to help you gain a clear'
+        ' and practical understanding.'
+    ),
+    (
+        'The purpose of this guide is to help you get started with the software in a straightforward and '
+        'beginner-friendly way. First, we will walk through the installation process and highlight common '
+        'issues that may arise during setup. Then we will cover the essential features you need to know to be'
+        ' productive right away. By the end of this guide, you should have a working environment and a solid '
+        'foundation that will allow you to explore more advanced aspects of the software at your own pace.'
+    ),
+)
+
+SHORT_SUFFIX_MAX = 8  # suffixes up to this many tokens count as "short" (m = 1e-2, short generic set)
+
+
+def default_m(suffix_len: int) -> float:
+    """The paper's m: 1e-2 for short (4-token) suffixes, 1e-4 for long (50-token) ones."""
+    return 1e-2 if suffix_len <= SHORT_SUFFIX_MAX else 1e-4
+
+
+def default_generic(suffix_len: int) -> list[str]:
+    """The App. B set matching the suffix length: short sentences for short suffixes, long ones otherwise."""
+    return list(GENERIC_SHORT if suffix_len <= SHORT_SUFFIX_MAX else GENERIC_LONG)
+
+
+@dataclass
+class PriorAwareConfig:
+    n: int = field(default=16, metadata={"help": "train pairs audited per client (ground-truth-tagged ones first)"})
+    c: int = field(default=64, metadata={"help": "prior prefixes q_i per trial for P̂(s) (the paper: 1000 x 5)"})
+    trials: int = field(default=1, metadata={"help": "independent draws of c prefixes; the SE of P̂(s) is over trials"})
+    m: float | None = field(
+        default=None, metadata={"help": "extractable when P(s|p) > m; null: 1e-2 for suffixes <= 8 tokens, else 1e-4"}
+    )
+    n_ratio: float | None = field(
+        default=None,
+        metadata={"help": "PA-memorized when P(s|p)/P̂(s) > n_ratio; null: calibrated per audited model (generic set)"},
+    )
+    generic: list[str] | None = field(
+        default=None, metadata={"help": "generic sentences for calibrating n; null: the paper's App. B list"}
+    )
+    top: int = field(default=5, metadata={"help": "top- and lowest-scoring examples shown in the report"})
+    seed: int | None = field(default=None, metadata={"help": "seed of the prior prefixes; null: the run's seed"})
+
+    def __post_init__(self):
+        if self.generic is not None:
+            self.generic = [str(t) for t in self.generic]  # Hydra hands lists over as ListConfig
+        if self.n < 1 or self.c < 1 or self.trials < 1:
+            raise ValueError(f"audit.pa.n, c and trials must be >= 1, got n={self.n}, c={self.c}, trials={self.trials}")
+        if self.m is not None and not 0 < self.m <= 1:
+            raise ValueError(f"audit.pa.m is a probability threshold and must be in (0, 1], got {self.m}")
+        if self.n_ratio is not None and not self.n_ratio > 0:
+            raise ValueError(f"audit.pa.n_ratio must be > 0 (or null to calibrate it), got {self.n_ratio}")
+        if self.generic is not None and (not self.generic or not all(t.strip() for t in self.generic)):
+            raise ValueError("audit.pa.generic must be null or a non-empty list of non-empty sentences")
+        if self.top < 0:
+            raise ValueError(f"audit.pa.top must be >= 0, got {self.top}")
+
+
+# ---------------------------------------------------------------- the estimator and the decision (pure functions)
+
+
+def sample_prior_prefixes(pool_size: int, c: int, trials: int, seed: int) -> np.ndarray:
+    """Indices [trials, c] into the prefix pool, drawn uniformly with replacement (i.i.d., Definition 3)."""
+    if pool_size < 1:
+        raise ValueError("P̂(s) needs at least one training prefix to sample from")
+    return np.random.default_rng(seed).integers(0, pool_size, size=(trials, c))
+
+
+@dataclass
+class PriorEstimate:
+    log_phat: np.ndarray  # [S] natural log of P̂(s)
+    log_se: np.ndarray  # [S] natural log of its standard error (nan when undefined: a single sample)
+    rel_se: np.ndarray  # [S] SE / P̂(s)
+
+
+def prior_estimate(logq: np.ndarray, trials: int = 1) -> PriorEstimate:
+    """P̂(s) = mean_i P(s|q_i) from log P(s|q_i) of shape [trials * c, S] (rows trial-major), with its SE.
+
+    Averaged in probability space, computed stably: every column is scaled by its maximum before exponentiating.
+    """
+    logq = np.asarray(logq, dtype=np.float64)
+    k, s = logq.shape
+    if k == 0 or k % trials:
+        raise ValueError(f"{k} prior log-probabilities cannot be split into {trials} equal trials")
+    top = logq.max(axis=0)
+    x = np.exp(logq - top)  # in (0, 1]; the column maximum is exactly 1
+    per_trial = x.reshape(trials, k // trials, s).mean(axis=1)  # [trials, S]
+    phat = per_trial.mean(axis=0)
+    if trials > 1:
+        se = per_trial.std(axis=0, ddof=1) / math.sqrt(trials)
+    elif k > 1:
+        se = x.std(axis=0, ddof=1) / math.sqrt(k)
+    else:
+        se = np.full(s, np.nan)
+    with np.errstate(divide="ignore"):
+        log_se = top + np.log(se)
+    return PriorEstimate(log_phat=top + np.log(phat), log_se=log_se, rel_se=se / phat)
+
+
+def pa_decisions(
+    log_p: np.ndarray, log_phat: np.ndarray, log_m: float, log_n: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(extractable, PA-memorized) boolean arrays: P(s|p) > m; and P(s|p)/P̂(s) > n on top of that.
+
+    Everything in natural-log space: a calibrated n can exceed the float range (ratios of 50-token suffixes).
+    """
+    log_p, log_phat = np.asarray(log_p, dtype=np.float64), np.asarray(log_phat, dtype=np.float64)
+    extractable = log_p > log_m
+    return extractable, extractable & (log_p - log_phat > log_n)
+
+
+def mean_ratio_log(log_ratio: np.ndarray) -> float:
+    """log of the mean ratio (mean in ratio space, as the paper's n): logsumexp(log r) − log K."""
+    log_ratio = np.asarray(log_ratio, dtype=np.float64)
+    return float(np.logaddexp.reduce(log_ratio) - math.log(len(log_ratio)))
+
+
+def generic_pairs(tokenizer, texts: list[str]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each sentence tokenized and split half prefix / half suffix (the prefix gets the shorter half)."""
+    pairs = []
+    for text in texts:
+        ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if len(ids) < 2:
+            raise ValueError(f"generic sentence {text!r} has fewer than 2 tokens: it cannot be split into p and s")
+        half = len(ids) // 2
+        pairs.append((ids[:half], ids[half:]))
+    return pairs
+
+
+def select_audited(samples: list[AuditSample], n: int) -> list[AuditSample]:
+    """The first n samples, canaries first, then generic boilerplate, then the rest (each in run order)."""
+
+    def rank(s: AuditSample) -> int:
+        return 0 if "canary" in s.tags else 1 if s.tags.get("generic") else 2
+
+    return sorted(samples, key=rank)[:n]
+
+
+# ---------------------------------------------------------------- the audit method
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (revealed excerpts may hold pipes and newlines)."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _log10(x) -> float | None:
+    x = float(x)
+    return None if not math.isfinite(x) else x / LN10
+
+
+def _counts(ext: np.ndarray, pa: np.ndarray) -> dict:
+    e, p = int(ext.sum()), int(pa.sum())
+    return {
+        "audited": int(len(ext)),
+        "extractable": e,
+        "pa_memorized": p,
+        "pa_over_extractable": (p / e) if e else None,
+        "extractable_rate": e / len(ext) if len(ext) else None,
+        "pa_rate": p / len(ext) if len(ext) else None,
+    }
+
+
+HIST_WIDTHS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+def log10_histogram(values: np.ndarray, extractable: np.ndarray, max_bins: int = 30) -> dict:
+    """Counts of log10 P(s|p)/P̂(s), all samples and extractable ones, on a grid of round bin widths
+    (the narrowest of ``HIST_WIDTHS`` giving at most ``max_bins`` bins)."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return {"edges": [], "all": [], "extractable": []}
+    span = float(v[ok].max() - v[ok].min())
+    width = next((w for w in HIST_WIDTHS if span / w <= max_bins), HIST_WIDTHS[-1])
+    lo = math.floor(v[ok].min() / width) * width
+    hi = max(math.ceil(v[ok].max() / width) * width, lo + width)
+    edges = lo + width * np.arange(round((hi - lo) / width) + 1)
+    edges[-1] = max(edges[-1], v[ok].max())  # float rounding must not drop the maximum
+    return {
+        "edges": edges.tolist(),
+        "all": np.histogram(v[ok], edges)[0].tolist(),
+        "extractable": np.histogram(v[ok & extractable], edges)[0].tolist(),
+    }
+
+
+@register
+class PriorAwareMemorization(AuditMethod):
+    name = "pa"
+    Config = PriorAwareConfig
+
+    def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
+        super().__init__(cfg, run)
+        self.audited = [s for c in run.clients for s in select_audited(run.train[c], cfg.n)]
+        pool = [s.prefix_ids for c in run.clients for s in run.train[c] if s.prefix_ids]
+        self.seed = run.seed if cfg.seed is None else cfg.seed
+        idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
+        self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
+        self.pool_size = len(pool)
+        self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
+        self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
+        self.generic = generic_pairs(run.tokenizer, self.generic_texts) if cfg.n_ratio is None else []
+
+    # -- per round
+    def audit(self, ctx: RoundContext) -> dict:
+        cfg, samples = self.cfg, self.audited
+        pairs = [(s.prefix_ids, s.suffix_ids) for s in samples]
+        n_s = len(pairs)
+        log_p_all = ctx.logprobs(pairs + self.generic)
+        # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
+        logq = prior_logprobs(ctx.model, self.prior_prefixes, [s for _, s in pairs + self.generic], ctx.batch_size)
+        est = prior_estimate(logq, cfg.trials)
+        log_p, log_phat = log_p_all[:n_s], est.log_phat[:n_s]
+        log_ratio = log_p - log_phat
+
+        calibration = self._calibration(log_p_all[n_s:], est, n_s)
+        log_n = math.log(cfg.n_ratio) if cfg.n_ratio is not None else calibration["log_n"]
+        ext, pa = pa_decisions(log_p, log_phat, math.log(self.m), log_n)
+
+        per_client = {}
+        clients = np.array([s.client for s in samples])
+        for c in self.run.clients:
+            sel = clients == c
+            per_client[str(c)] = _counts(ext[sel], pa[sel])
+        overall = _counts(ext, pa)
+
+        rows = [
+            {
+                "id": s.id, "client": s.client,
+                "log10_p": _log10(log_p[i]), "log10_prior": _log10(log_phat[i]),
+                "log10_prior_se": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
+                "log10_ratio": _log10(log_ratio[i]),
+                "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]),
+                "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "generic")},
+            }
+            for i, s in enumerate(samples)
+        ]
+        order = np.argsort(-log_ratio, kind="stable")
+        section = {
+            "config": {
+                "m": self.m, "n": math.exp(log_n) if log_n < 700 else None, "log10_n": _log10(log_n),
+                "n_source": "config" if cfg.n_ratio is not None else "calibrated",
+                "c": cfg.c, "trials": cfg.trials, "prior_pool": self.pool_size, "seed": self.seed,
+                "audited_per_client": cfg.n, "suffix_len": self.run.suffix_len,
+            },
+            "calibration": calibration,
+            "overall": overall,
+            "per_client": per_client,
+            "prior_rel_se_median": float(np.median(est.rel_se[:n_s])) if n_s else None,
+            "histogram_log10_ratio": log10_histogram(log_ratio / LN10, ext),
+            "top": [self._example(samples[i], rows[i]) for i in order[: cfg.top]],
+            "lowest": [self._example(samples[i], rows[i]) for i in order[::-1][: cfg.top]],
+            "ground_truth": self._ground_truth(samples, ext, pa),
+            "samples": rows,
+        }
+        headline = {
+            "extractable_rate": overall["extractable_rate"], "pa_rate": overall["pa_rate"],
+            "pa_over_extractable": overall["pa_over_extractable"], "log10_n": section["config"]["log10_n"],
+        }
+        gt = section["ground_truth"]
+        if gt.get("canary"):
+            total = sum(v["audited"] for v in gt["canary"].values())
+            headline["canary_pa_rate"] = sum(v["pa_memorized"] for v in gt["canary"].values()) / total
+        if gt.get("generic"):
+            headline["generic_pa_rate"] = gt["generic"]["pa_rate"]
+        section["headline"] = headline
+        return section
+
+    def _calibration(self, log_p_generic: np.ndarray, est: PriorEstimate, n_s: int) -> dict:
+        if self.cfg.n_ratio is not None:
+            return {"source": "config"}
+        log_ratio = log_p_generic - est.log_phat[n_s:]
+        log_n = mean_ratio_log(log_ratio)
+        return {
+            "source": "generic",
+            "log_n": log_n,
+            "log10_n": _log10(log_n),
+            "mean": "ratio space (the paper's average of P(s|p)/P̂(s))",
+            "sequences": [
+                {"text": t[:60] + ("…" if len(t) > 60 else ""), "prefix_tokens": len(p), "suffix_tokens": len(s),
+                 "log10_p": _log10(lp), "log10_prior": _log10(lq), "log10_ratio": _log10(lr)}
+                for t, (p, s), lp, lq, lr in zip(
+                    self.generic_texts, self.generic, log_p_generic, est.log_phat[n_s:], log_ratio
+                )
+            ],
+        }
+
+    def _example(self, s: AuditSample, row: dict) -> dict:
+        keys = ("id", "client", "log10_ratio", "log10_p", "log10_prior", "extractable", "pa_memorized", "tags")
+        return {k: row[k] for k in keys} | {
+            "prefix": self.run.redact(s.prefix_text), "suffix": self.run.redact(s.suffix_text)
+        }
+
+    @staticmethod
+    def _ground_truth(samples: list[AuditSample], ext: np.ndarray, pa: np.ndarray) -> dict:
+        canary = np.array(["canary" in s.tags for s in samples], dtype=bool)
+        generic = np.array([bool(s.tags.get("generic")) and "canary" not in s.tags for s in samples], dtype=bool)
+        if not canary.any() and not generic.any():
+            return {}
+        out: dict = {"canary": {}}
+        copies = np.array([int(s.tags.get("copies", 1)) if "canary" in s.tags else 0 for s in samples])
+        for k in sorted(set(copies[canary].tolist())):
+            sel = canary & (copies == k)
+            out["canary"][str(k)] = _counts(ext[sel], pa[sel])
+        if generic.any():
+            out["generic"] = _counts(ext[generic], pa[generic])
+        rest = ~canary & ~generic
+        out["untagged"] = _counts(ext[rest], pa[rest])
+        return out
+
+    # -- human report
+    def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
+        hist = section.get("histogram_log10_ratio") or {}
+        if not hist.get("edges"):
+            return []
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        edges = np.array(hist["edges"])
+        allc, extc = np.array(hist["all"]), np.array(hist["extractable"])
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar(edges[:-1], allc - extc, width=np.diff(edges), align="edge", color="#bbbbbb",
+               edgecolor="white", label="not extractable")
+        ax.bar(edges[:-1], extc, width=np.diff(edges), bottom=allc - extc, align="edge", color="#d62728",
+               edgecolor="white", label="extractable")
+        log10_n = section["config"].get("log10_n")
+        if log10_n is not None:
+            ax.axvline(log10_n, color="k", linestyle="--", label=f"n = 10^{log10_n:.2f} ({section['config']['n_source']})")
+        ax.set_xlabel("log10 P(s|p) / P̂(s)")
+        ax.set_ylabel("audited pairs")
+        ax.set_title("Prior-Aware ratio")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        name = "pa_ratio_hist.png"
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".pa_ratio_hist-", suffix=".png")
+        os.close(fd)
+        try:
+            fig.savefig(tmp, dpi=110, format="png")
+            os.replace(tmp, os.path.join(out_dir, name))
+        finally:
+            plt.close(fig)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return [("Prior-Aware: log10 P(s|p)/P̂(s)", name)]
+
+    def markdown(self, section: dict) -> str:
+        def frac(x):
+            return "–" if x is None else f"{x:.2f}"
+
+        cfg = section["config"]
+        lines = [
+            f"m = {cfg['m']:g}, n = 10^{frac(cfg['log10_n'])} ({cfg['n_source']}), "
+            f"c = {cfg['c']} x {cfg['trials']} trial(s) "
+            f"from {cfg['prior_pool']} train prefixes; median relative SE of P̂(s): {frac(section['prior_rel_se_median'])}",
+            "",
+            "| client | audited | extractable | PA-memorized | PA / extractable |",
+            "|---|---|---|---|---|",
+        ]
+        for c, v in section["per_client"].items():
+            lines.append(f"| {c} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} | "
+                         f"{frac(v['pa_over_extractable'])} |")
+        o = section["overall"]
+        lines.append(f"| **all** | **{o['audited']}** | **{o['extractable']}** | **{o['pa_memorized']}** | "
+                     f"**{frac(o['pa_over_extractable'])}** |")
+        gt = section.get("ground_truth") or {}
+        if gt:
+            lines += ["", "| ground truth | audited | extractable | PA-memorized |", "|---|---|---|---|"]
+            for k, v in gt.get("canary", {}).items():
+                lines.append(f"| canary, {k} cop{'y' if k == '1' else 'ies'} | {v['audited']} | {v['extractable']} | "
+                             f"{v['pa_memorized']} |")
+            for key in ("generic", "untagged"):
+                if key in gt:
+                    v = gt[key]
+                    lines.append(f"| {key} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} |")
+        for title, key in (("Highest", "top"), ("Lowest", "lowest")):
+            if section.get(key):
+                lines += ["", f"{title} log10 P(s|p)/P̂(s):", "", "| id | log10 ratio | log10 P(s\\|p) | PA | suffix |",
+                          "|---|---|---|---|---|"]
+                for e in section[key]:
+                    lines.append(f"| {e['id']} | {frac(e['log10_ratio'])} | {frac(e['log10_p'])} | "
+                                 f"{'yes' if e['pa_memorized'] else 'no'} | {_cell(e['suffix'])} |")
+        return "\n".join(lines)

@@ -1,0 +1,353 @@
+"""Prior-Aware memorization: estimator, thresholds, calibration and the audit method on real tiny models."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, Decoding, RoundContext, build_method_config
+from fedmem.audit.base import to_jsonable
+from fedmem.audit.prior_aware import (
+    GENERIC_LONG,
+    GENERIC_SHORT,
+    PriorAwareConfig,
+    PriorAwareMemorization,
+    default_generic,
+    default_m,
+    log10_histogram,
+    generic_pairs,
+    mean_ratio_log,
+    pa_decisions,
+    prior_estimate,
+    sample_prior_prefixes,
+)
+from fedmem.scoring import prior_logprobs, sequence_logprobs
+
+# ---------------------------------------------------------------- real tiny parts
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+
+def qwen2(vocab: int, seed: int, hidden: int = 32, sharpen: float = 1.0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0,
+    )
+    model = Qwen2ForCausalLM(cfg)
+    if sharpen != 1.0:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(sharpen)
+    return model.eval()
+
+
+WORDS = ("patient doctor fever cough pain week test result blood pressure heart sleep night morning "
+         "please thank you time question answer help service offer message meeting project guide").split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A byte-level BPE trained on a few hundred seeded sentences (it can encode any text, App. B included)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(0)
+    corpus = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) + "." for _ in range(300)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def make_run(tokenizer, samples: dict[int, list[AuditSample]], suffix_len: int = 8, seed: int = 0) -> AuditRun:
+    return AuditRun(
+        train=samples, test={c: [] for c in samples}, train_sizes={c: len(v) for c, v in samples.items()},
+        tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, suffix_len=suffix_len, seed=seed, task="dialog",
+    )
+
+
+def sample_from_ids(tokenizer, client: int, idx: int, prefix, suffix, tags=None) -> AuditSample:
+    return AuditSample(
+        id=f"c{client}/train/{idx}", client=client, split="train", prompt_ids=tuple(prefix),
+        prefix_ids=tuple(prefix), suffix_ids=tuple(suffix), prefix_text=tokenizer.decode(list(prefix)),
+        suffix_text=tokenizer.decode(list(suffix)), tags=dict(tags or {}),
+    )
+
+
+def text_samples(tokenizer, n_per_client: int = 6, clients: int = 2):
+    rng = random.Random(1)
+    out = {}
+    for c in range(clients):
+        rows = []
+        for i in range(n_per_client):
+            ids = tokenizer(" ".join(rng.choice(WORDS) for _ in range(16)), add_special_tokens=False)["input_ids"]
+            tags = {"canary": f"k{c}", "copies": 4} if i == 0 else {"generic": True} if i == 1 else {}
+            rows.append(sample_from_ids(tokenizer, c, i, ids[:6], ids[6:14], tags))
+        out[c] = rows
+    return out
+
+
+# ---------------------------------------------------------------- config and defaults
+
+
+def test_config_rejects_bad_values_with_one_clear_message():
+    assert PriorAwareConfig().c == 64
+    for kwargs, fragment in [
+        ({"c": 0}, "c and trials must be >= 1"),
+        ({"trials": 0}, "trials must be >= 1"),
+        ({"m": 0.0}, "audit.pa.m"),
+        ({"m": 2.0}, "audit.pa.m"),
+        ({"n_ratio": -1.0}, "audit.pa.n_ratio"),
+        ({"generic": []}, "audit.pa.generic"),
+        ({"generic": ["ok", "  "]}, "audit.pa.generic"),
+        ({"top": -1}, "audit.pa.top"),
+    ]:
+        with pytest.raises(ValueError, match=fragment):
+            PriorAwareConfig(**kwargs)
+    assert AUDIT_METHODS["pa"] is PriorAwareMemorization
+    with pytest.raises(ValueError, match="unknown option"):
+        build_method_config("pa", {"nn": 3})
+    assert build_method_config("pa", {"c": 8, "generic": ("a b", "c d")}).generic == ["a b", "c d"]
+
+
+def test_defaults_follow_the_paper():
+    assert default_m(4) == 1e-2 and default_m(8) == 1e-2
+    assert default_m(9) == 1e-4 and default_m(50) == 1e-4
+    assert len(GENERIC_SHORT) == 7 and len(GENERIC_LONG) == 5
+    assert default_generic(4) == list(GENERIC_SHORT) and default_generic(64) == list(GENERIC_LONG)
+    assert GENERIC_SHORT[0] == "Please let me know if you have any questions"
+    assert GENERIC_LONG[-1].endswith("explore more advanced aspects of the software at your own pace.")
+
+
+def test_generic_pairs_split_half_prefix_half_suffix(tokenizer):
+    pairs = generic_pairs(tokenizer, list(GENERIC_SHORT))
+    for text, (p, s) in zip(GENERIC_SHORT, pairs):
+        ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+        assert p + s == ids and len(p) == len(ids) // 2 and len(s) - len(p) in (0, 1)
+    with pytest.raises(ValueError, match="fewer than 2 tokens"):
+        generic_pairs(tokenizer, ["a"])
+
+
+# ---------------------------------------------------------------- thresholds and estimator on hand-made numbers
+
+
+def test_threshold_logic_on_hand_made_numbers():
+    m, n = 1e-2, 10.0
+    p = np.array([0.5, 0.5, 0.005, 0.02, m, 0.2, 1.0])
+    phat = np.array([0.001, 0.4, 1e-9, 0.019, 1e-9, 0.02, 1e-300])
+    # 0: extractable, ratio 500 -> PA.  1: extractable, ratio 1.25 -> not PA (popular suffix).
+    # 2: huge ratio but P(s|p) < m -> neither.  3: extractable, ratio ~1.05 -> not PA.
+    # 4: P(s|p) == m exactly -> not extractable (strict).  5: ratio == n exactly -> not PA (strict).
+    # 6: ratio beyond the float range (log space) -> PA.
+    ext, pa = pa_decisions(np.log(p), np.log(phat), math.log(m), math.log(n))
+    assert ext.tolist() == [True, True, False, True, False, True, True]
+    assert pa.tolist() == [True, False, False, False, False, False, True]
+    ext2, pa2 = pa_decisions(np.log(p), np.log(phat), math.log(m), 2000 * math.log(10))  # n = 1e2000
+    assert ext2.tolist() == ext.tolist() and pa2.tolist() == [False] * 7
+
+
+def test_prior_estimate_mean_and_standard_error():
+    est = prior_estimate(np.log([[0.1], [0.3]]))
+    assert np.exp(est.log_phat[0]) == pytest.approx(0.2)
+    assert np.exp(est.log_se[0]) == pytest.approx(np.std([0.1, 0.3], ddof=1) / math.sqrt(2))
+    est = prior_estimate(np.log([[0.1], [0.3], [0.5], [0.7]]), trials=2)  # trial means 0.2 and 0.6
+    assert np.exp(est.log_phat[0]) == pytest.approx(0.4)
+    assert np.exp(est.log_se[0]) == pytest.approx(np.std([0.2, 0.6], ddof=1) / math.sqrt(2))
+    assert est.rel_se[0] == pytest.approx(0.2 / 0.4)
+    # far below float range: the mean is still exact in log space (no underflow to log 0)
+    est = prior_estimate(np.array([[-1000.0], [-1001.0]]))
+    assert est.log_phat[0] == pytest.approx(-1000 + math.log((1 + math.exp(-1)) / 2))
+    assert np.isnan(prior_estimate(np.array([[-3.0]])).log_se[0])
+    with pytest.raises(ValueError, match="equal trials"):
+        prior_estimate(np.zeros((5, 1)), trials=2)
+
+
+def test_calibration_mean_is_in_ratio_space():
+    assert mean_ratio_log(np.log([1.0, 99.0])) == pytest.approx(math.log(50.0))  # not the geometric mean ~9.9
+    assert mean_ratio_log(np.array([2000.0, 2000.0])) == pytest.approx(2000.0)  # no overflow
+
+
+def test_log10_histogram_counts_every_finite_value():
+    v = np.array([-3.2, -0.01, 0.0, 0.4, 2.9, 12.0, np.nan])
+    ext = np.array([False, True, True, False, True, True, True])
+    h = log10_histogram(v, ext)
+    edges = np.array(h["edges"])
+    assert sum(h["all"]) == 6 and sum(h["extractable"]) == 4  # the nan is left out
+    assert len(h["all"]) <= 30 and np.allclose(np.diff(edges), 1.0) and edges[0] <= -3.2 and edges[-1] >= 12.0
+    assert sum(log10_histogram(np.array([1.0, 1.0]), np.array([True, False]))["all"]) == 2
+
+
+def test_prior_sampling_is_uniform_seeded_and_with_replacement():
+    a = sample_prior_prefixes(10, 64, 3, seed=7)
+    assert a.shape == (3, 64) and a.min() >= 0 and a.max() < 10
+    assert (a == sample_prior_prefixes(10, 64, 3, seed=7)).all()
+    assert not (a == sample_prior_prefixes(10, 64, 3, seed=8)).all()
+    assert len(set(a[0].tolist())) < 64  # 64 draws from 10: with replacement
+    counts = np.bincount(sample_prior_prefixes(10, 20000, 1, seed=0).ravel(), minlength=10)
+    assert abs(counts - 2000).max() < 4 * math.sqrt(2000 * 0.9)
+
+
+# ---------------------------------------------------------------- unbiasedness on an enumerable toy model
+
+
+def test_prior_estimator_is_unbiased_and_converges_on_an_enumerable_toy():
+    """Vocabulary 8, prefixes = all 64 token pairs, uniform: the exact prior v_s = mean_q P(s|q) is enumerable."""
+    model = qwen2(8, seed=3, sharpen=30.0)
+    pool = list(itertools.product(range(8), repeat=2))
+    suffixes = [(1, 2, 3), (0, 0), (7, 5, 1, 6)]
+    table = prior_logprobs(model, pool, suffixes, batch_size=64)  # [64, 3], checked against exact in test_scoring
+    probs = np.exp(table)
+    exact = probs.mean(axis=0)
+    sd = probs.std(axis=0)  # population sd over the uniform prefix distribution
+    assert (sd / exact > 0.5).all()  # P(s|q) varies a lot with q: the checks below have teeth
+    geometric = np.exp(table.mean(axis=0))
+    assert (np.abs(geometric - exact) / exact > 0.2).all()  # a log-space average would fail the checks below
+
+    # the method's own path: sampled prefix ids -> engine -> estimator
+    idx = sample_prior_prefixes(len(pool), 32, 1, seed=11)
+    direct = prior_logprobs(model, [pool[i] for i in idx.ravel()], suffixes, batch_size=64)
+    np.testing.assert_allclose(direct, table[idx.ravel()], atol=1e-5)
+
+    # unbiased: the mean of many independent estimates with small c sits within a few standard errors of v_s
+    c, seeds = 4, 500
+    estimates = np.array([
+        np.exp(prior_estimate(table[sample_prior_prefixes(len(pool), c, 1, seed=s).ravel()]).log_phat)
+        for s in range(seeds)
+    ])
+    se_of_mean = sd / math.sqrt(c * seeds)
+    assert (np.abs(estimates.mean(axis=0) - exact) < 4 * se_of_mean).all()
+
+    # converges: the error shrinks like 1/sqrt(c), and the reported SE is the right size
+    for c in (16, 256, 4096):
+        est = prior_estimate(table[sample_prior_prefixes(len(pool), c, 1, seed=c).ravel()])
+        err = np.abs(np.exp(est.log_phat) - exact)
+        assert (err < 4 * sd / math.sqrt(c)).all()
+    # heavy-tailed P(s|q): the sample SD is only reliable with many samples
+    assert np.exp(est.log_se) == pytest.approx(sd / math.sqrt(4096), rel=0.2)
+    est = prior_estimate(table[sample_prior_prefixes(len(pool), 256, 8, seed=1).ravel()], trials=8)
+    assert (np.abs(np.exp(est.log_phat) - exact) < 4 * sd / math.sqrt(256 * 8)).all()
+
+
+# ---------------------------------------------------------------- the audit method on real tiny models
+
+
+def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
+    samples = text_samples(tokenizer)
+    run = make_run(tokenizer, samples)
+    method = PriorAwareMemorization(PriorAwareConfig(n=5, c=16, trials=2, top=3), run)
+    model = qwen2(len(tokenizer), seed=0)
+    sec = method.audit(RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path)))
+
+    assert sec["config"]["m"] == 1e-2 and sec["config"]["n_source"] == "calibrated"
+    assert sec["overall"]["audited"] == 10 == sum(v["audited"] for v in sec["per_client"].values())
+    for key in ("extractable", "pa_memorized"):
+        assert sec["overall"][key] == sum(v[key] for v in sec["per_client"].values())
+    assert sum(sec["histogram_log10_ratio"]["all"]) == 10
+    ratios = [e["log10_ratio"] for e in sec["top"]]
+    assert ratios == sorted(ratios, reverse=True) and len(sec["top"]) == 3
+    assert sec["lowest"][0]["log10_ratio"] == min(r["log10_ratio"] for r in sec["samples"])
+    # canaries and generic boilerplate are audited first and broken down
+    gt = sec["ground_truth"]
+    assert gt["canary"]["4"]["audited"] == 2 and gt["generic"]["audited"] == 2 and gt["untagged"]["audited"] == 6
+    assert {"extractable_rate", "pa_rate", "log10_n", "canary_pa_rate", "generic_pa_rate"} <= set(sec["headline"])
+
+    # the per-sample figures agree with the engine computed independently
+    pairs = [(s.prefix_ids, s.suffix_ids) for c in run.clients for s in samples[c][:5]]
+    lp = sequence_logprobs(model, pairs)
+    np.testing.assert_allclose([r["log10_p"] for r in sec["samples"]], lp / math.log(10), atol=1e-6)
+    q = method.prior_prefixes
+    assert len(q) == 32 and set(q) <= {s.prefix_ids for v in samples.values() for s in v}
+    phat = np.log(np.exp(prior_logprobs(model, q, [s for _, s in pairs])).mean(axis=0))
+    np.testing.assert_allclose([r["log10_prior"] for r in sec["samples"]], phat / math.log(10), atol=1e-6)
+    # calibrated n = mean ratio over the App. B short set (suffix_len 8), recomputed independently
+    gp = generic_pairs(tokenizer, list(GENERIC_SHORT))
+    g_ratio = sequence_logprobs(model, gp) - np.log(np.exp(prior_logprobs(model, q, [s for _, s in gp])).mean(0))
+    assert sec["config"]["log10_n"] == pytest.approx(np.log(np.exp(g_ratio).mean()) / math.log(10), abs=1e-6)
+    assert len(sec["calibration"]["sequences"]) == 7
+
+    text = json.dumps(to_jsonable(sec))
+    assert "<redacted sha256:" in text
+    assert all(s.suffix_text not in text for v in samples.values() for s in v)
+    md = method.markdown(sec)
+    assert "| **all** | **10** |" in md and "canary, 4 copies" in md
+    [(title, fname)] = method.render(sec, str(tmp_path))
+    png = (tmp_path / fname).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert [p.name for p in tmp_path.iterdir()] == [fname]  # no temp file left behind
+
+
+def test_calibration_gives_one_n_per_model(tokenizer):
+    run = make_run(tokenizer, text_samples(tokenizer), suffix_len=32)  # long suffixes: App. B long set, m = 1e-4
+    method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8), run)
+    a, b = qwen2(len(tokenizer), seed=0), qwen2(len(tokenizer), seed=1)
+    n_a1 = method.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"]
+    n_a2 = method.audit(RoundContext(run=run, round=2, model=a))["config"]["log10_n"]
+    sec_b = method.audit(RoundContext(run=run, round=1, model=b))
+    assert n_a1 == n_a2
+    assert abs(sec_b["config"]["log10_n"] - n_a1) > 1e-3
+    assert sec_b["config"]["m"] == 1e-4 and len(sec_b["calibration"]["sequences"]) == len(GENERIC_LONG)
+    # a configured n_ratio replaces the calibration; configured generic sentences replace App. B
+    fixed = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, n_ratio=100.0), run)
+    assert fixed.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"] == pytest.approx(2.0)
+    own = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic=["thank you for your time please"]), run)
+    assert len(own.audit(RoundContext(run=run, round=1, model=a))["calibration"]["sequences"]) == 1
+
+
+def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer):
+    """Train a tiny model on a canary (8 copies) and a boilerplate suffix that follows 24 different prefixes:
+    both become extractable, only the canary is PA-memorized (its suffix is unlikely after other prefixes)."""
+    rng = np.random.default_rng(0)
+    vocab = len(tokenizer)
+
+    def rand(k):
+        return tuple(int(t) for t in rng.integers(1, vocab, k))
+
+    canary, boiler = (rand(6), rand(8)), rand(8)
+    boiler_rows = [(rand(6), boiler) for _ in range(24)]
+    other_rows = [(rand(6), rand(8)) for _ in range(24)]
+    train = [canary] * 8 + boiler_rows + other_rows
+    model = qwen2(vocab, seed=0, hidden=64)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batch = torch.tensor([p + s for p, s in train])
+    for _ in range(120):
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    model.eval()
+
+    rows = [sample_from_ids(tokenizer, 0, 0, *canary, {"canary": "secret", "copies": 8})]
+    rows += [sample_from_ids(tokenizer, 0, 1 + i, p, s, {"generic": True}) for i, (p, s) in enumerate(boiler_rows[:12])]
+    rows += [sample_from_ids(tokenizer, 1, i, p, s, {"generic": True}) for i, (p, s) in enumerate(boiler_rows[12:])]
+    rows += [sample_from_ids(tokenizer, 1, 12 + i, p, s) for i, (p, s) in enumerate(other_rows)]
+    samples = {0: [r for r in rows if r.client == 0], 1: [r for r in rows if r.client == 1]}
+    run = make_run(tokenizer, samples)
+    method = PriorAwareMemorization(PriorAwareConfig(n=64, c=64, n_ratio=10.0), run)
+    sec = method.audit(RoundContext(run=run, round=1, model=model))
+    gt = sec["ground_truth"]
+    assert gt["canary"]["8"] == pytest.approx({**gt["canary"]["8"], "extractable": 1, "pa_memorized": 1})
+    assert gt["generic"]["audited"] == 24 and gt["generic"]["extractable"] == 24
+    assert gt["generic"]["pa_memorized"] == 0
+    canary_row = next(r for r in sec["samples"] if "canary" in r["tags"])
+    boiler_ratio = max(r["log10_ratio"] for r in sec["samples"] if r["tags"].get("generic"))
+    assert canary_row["log10_ratio"] > 1.0 > boiler_ratio
