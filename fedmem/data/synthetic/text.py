@@ -55,7 +55,7 @@ def doctor_answer(rng: random.Random, specialty: str, quote: str | None) -> str:
     if quote:
         parts.append(f'You wrote: "{quote}"')
     parts.append(rng.choice(vocab.DOCTOR_FINDINGS).format(finding=rng.choice(spec["findings"])))
-    parts += rng.sample(spec["advice"], 2)
+    parts.append(rng.choice(spec["advice"]))
     parts.append(rng.choice(vocab.DOCTOR_CLOSINGS))
     return " ".join(parts)
 
