@@ -77,7 +77,7 @@ def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tupl
     """(patient, doctor): a short varied opening (about 20 words) followed by a shared boilerplate closing, so the
     boilerplate follows many different prefixes and fills most of the audited suffix."""
     opening = fill(rng, rng.choice(vocab.OPENINGS), specialty)
-    return f"{opening} {boilerplate}", doctor_answer(rng, specialty, None)
+    return f"{opening} {boilerplate}", doctor_answer(rng, specialty, opening)  # the quote makes the answer unique
 
 
 @dataclass(frozen=True)
