@@ -92,6 +92,11 @@ def test_tag_groups_for_arxiv_categories_split_on_spaces():
     assert assign_groups(cats, ARXIV_GROUPS, "tags", tag_separator=" ") == [0, 1, 2, None, None]
     # without the separator a spaced string is one unknown tag
     assert assign_groups(cats, ARXIV_GROUPS, "tags") == [0, None, None, None, None]
+    # a parent in the dotted hierarchy covers its sub-categories ("math." and "math" alike)
+    archives = {"astro": ["astro-ph"], "cm": ["cond-mat"], "math": ["math."]}
+    from fedmem.data.config import normalize_groups
+    assert assign_groups(cats, normalize_groups(archives, "g"), "tags", " ") == [0, 1, 2, None, 0]  # math-ph: not math.
+    assert assign_groups([["mathematics"], ["math-ph"]], normalize_groups(archives, "g"), "tags") == [None, None]
 
 
 def test_keyword_groups_take_the_most_hits_and_leave_out_ties():

@@ -52,14 +52,14 @@ def test_every_canary_is_exactly_in_its_client_with_its_copies(fd):
 
 
 def test_canary_text_shape(fd):
-    """Long, identical copies; the secret after ~20 words of canary-specific context."""
+    """Long, identical copies; the secret after ~26 words of canary-specific context."""
     contexts = set()
     for k in fd.ground_truth["canaries"]:
         words = k["mem_text"].split()
         assert len(words) >= 60
         a, b = k["secret_char_span"]
         assert k["mem_text"][a:b] == k["secret"]
-        assert 16 <= k["secret_word_offset"] <= 30
+        assert 22 <= k["secret_word_offset"] <= 36
         assert all(p in k["secret"] for p in k["secret_parts"].values())
         contexts.add(" ".join(words[:12]))
     assert len(contexts) == len(fd.ground_truth["canaries"])  # the first 12 words already tell canaries apart

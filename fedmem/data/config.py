@@ -161,6 +161,9 @@ class DataConfig:
     num_boilerplates: int = _help(4, "synthetic: how many boilerplate closings the clients share")
     public_size: int = _help(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
     public_generic_fraction: float = _help(0.3, "synthetic: share of public paragraphs ending in boilerplate")
+    public_record_fraction: float = _help(
+        0.25, "synthetic: share of public paragraphs that are record notes in the canary format, of other people"
+    )
 
     def __post_init__(self):
         from fedmem.data.synthetic.vocab import BOILERPLATE
@@ -207,6 +210,8 @@ class DataConfig:
                 )
         if not 0 <= self.generic_fraction < 1 or not 0 <= self.public_generic_fraction < 1:
             raise ValueError("data.generic_fraction and data.public_generic_fraction must be in [0, 1)")
+        if not 0 <= self.public_record_fraction or self.public_generic_fraction + self.public_record_fraction >= 1:
+            raise ValueError("data.public_record_fraction must be >= 0 and, with public_generic_fraction, below 1")
         if not 1 <= self.num_boilerplates <= len(BOILERPLATE):
             raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
         if self.public_size < 0:

@@ -4,7 +4,8 @@ A client group is a rule over the row's client-column value: ``any`` (at least o
 ``none`` (none of). Two ways to read the value:
 
 - ``tags``: the value is a set of tags: a list such as PubMedQA's MeSH terms, or a category string such as
-  arXiv's ``"astro-ph.GA hep-th"`` split on ``tag_separator``. Matching ignores case.
+  arXiv's ``"astro-ph.GA hep-th"`` split on ``tag_separator``. A rule value matches a tag equal to it or below
+  it in a dotted hierarchy (``astro-ph`` matches ``astro-ph.GA``). Matching ignores case.
 - ``keywords``: the value is free text; a keyword matches on word boundaries, ignoring case. The row goes to
   the group with the most distinct keyword hits.
 
@@ -38,11 +39,20 @@ def tags_of(value: Any, separator: str | None = None) -> set[str]:
     return out
 
 
+def _has(tags: set[str], value: str) -> bool:
+    """``value`` is one of the tags, or a parent of one in a dotted hierarchy (``astro-ph`` or ``astro-ph.``
+    covers arXiv's ``astro-ph.GA``)."""
+    v = value.lower()
+    if v in tags:
+        return True
+    stem = v if v.endswith(".") else v + "."
+    return any(t.startswith(stem) for t in tags)
+
+
 def _tag_match(tags: set[str], rule: dict[str, list[str]]) -> bool:
-    any_ = {t.lower() for t in rule.get("any", [])}
-    all_ = {t.lower() for t in rule.get("all", [])}
-    none = {t.lower() for t in rule.get("none", [])}
-    return (not any_ or bool(tags & any_)) and all_ <= tags and not (tags & none)
+    any_, all_, none = rule.get("any", []), rule.get("all", []), rule.get("none", [])
+    return ((not any_ or any(_has(tags, v) for v in any_)) and all(_has(tags, v) for v in all_)
+            and not any(_has(tags, v) for v in none))
 
 
 def _keyword_pattern(words: list[str]) -> re.Pattern | None:

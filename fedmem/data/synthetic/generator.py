@@ -15,8 +15,8 @@ What it plants, and why:
   openings, so a base model already predicts them whatever the prefix: extractable, not Prior-Aware memorized.
   Tag: ``{"generic": True, "boilerplate": "bp<k>"}``.
 - **Canaries.** For every copy count in ``canary_copies`` and every canary client, ``canaries_per_count``
-  canaries. A canary is a note of about 75 words: ~20 words of canary-specific context (date, clinic, town,
-  symptom: 30-50 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
+  canaries. A canary is a note of about 78 words: ~26 words of canary-specific context (date, clinic, town,
+  symptom: 30-40 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
   secret sentence (name, record number, phone; it ends before token 94 = prefix 30 + suffix 64), then a
   closing. All copies are identical and go into that client's train split only, in place of ordinary
   samples (|D_j| stays ``train_per_client``); the doctor's answer repeats the secret. Tag:
@@ -53,11 +53,14 @@ def _unique(make, seen: set[str]) -> tuple[str, str]:
     raise RuntimeError("synthetic source: could not draw a new unique patient text (word lists too small?)")
 
 
-def make_public_corpus(seed: int, size: int, generic_fraction: float, intake_fraction: float = 0.05
+def make_public_corpus(seed: int, size: int, generic_fraction: float, record_fraction: float
                        ) -> tuple[list[str], set[str], set[str]]:
-    """(paragraphs, their patient texts, record numbers and phones of the intake notes).
+    """(paragraphs, their patient texts, record numbers and phones of the record notes).
 
-    All specialties, all boilerplates, intake notes in the canary format; its own random stream.
+    All specialties, all boilerplates, and record notes in the canary format about *other* people (public names,
+    numbers starting with 9): the base model learns what names, numbers and record notes look like, as a
+    pretrained LLM has, so a canary is hard for the prior only because of its particular secret. Its own random
+    stream.
     """
     rng = rng_for(seed, "public")
     names = list(vocab.SPECIALTIES)
@@ -68,12 +71,12 @@ def make_public_corpus(seed: int, size: int, generic_fraction: float, intake_fra
     for _ in range(size):
         specialty = rng.choice(names)
         r = rng.random()
-        if r < intake_fraction:
+        if r < record_fraction:
             note, nums = text.public_intake(rng, specialty)
             out.append(note)
             numbers.update(nums)
             continue
-        if r < intake_fraction + generic_fraction:
+        if r < record_fraction + generic_fraction:
             bp = vocab.BOILERPLATE[n_generic % len(vocab.BOILERPLATE)]  # round-robin: every one equally often
             n_generic += 1
             patient, doctor = _unique(lambda: text.generic_dialog(rng, specialty, bp), seen)
@@ -108,7 +111,8 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
     """The synthetic federated dataset described in the module docstring."""
     L = data.num_clients
     specialties = [data.specialties[c % len(data.specialties)] for c in range(L)]
-    public, seen, public_numbers = make_public_corpus(seed, data.public_size, data.public_generic_fraction)
+    public, seen, public_numbers = make_public_corpus(seed, data.public_size, data.public_generic_fraction,
+                                                      data.public_record_fraction)
     public_patients = set(seen)  # client texts must avoid these; ``seen`` grows with the clients' texts
 
     canary_clients = data.canary_clients if data.canary_clients is not None else list(range(L))

@@ -105,7 +105,7 @@ def intake_note(rng: random.Random, specialty: str, template: int, name: str, mr
 
 
 def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str], avoid: set[str]) -> Canary:
-    """A canary note: canary-specific context (about 20 words), then the secret, then a closing sentence.
+    """A canary note: canary-specific context (about 26 words), then the secret, then a closing sentence.
 
     Short numbers (the tiny model can learn them in a few rounds), unique and unambiguous by construction: the
     record number is ``serial`` (3 digits) plus 2 digits, five digits that no 4-digit group (phones, years)
