@@ -247,8 +247,11 @@ def validate(cfg: ExperimentConfig) -> None:
     import fedmem.audit  # noqa: F401  (registers the built-in methods)
     from fedmem.audit.base import AUDIT_METHODS, build_method_config
 
+    from fedmem.data import check_configs
+
     if cfg.num_clients < 1:
         raise ValueError(f"data.num_clients must be >= 1, got {cfg.num_clients}")
+    check_configs(cfg.task, cfg.data)
     if cfg.strategy.name != "centralized" and cfg.strategy.min_train_nodes > cfg.num_clients:
         raise ValueError(
             f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"

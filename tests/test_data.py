@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from fedmem.data import DataConfig, TaskConfig, format_example, format_prompt, load_federated
+from fedmem.data import DataConfig, TaskConfig, check_configs, format_example, format_prompt, load_federated
 from fedmem.data.partition import dirichlet, iid, natural
 from fedmem.data.synthetic import check_ground_truth
 from fedmem.data.templates import TEMPLATES
@@ -43,7 +43,7 @@ def test_synthetic_ground_truth_matches_the_data():
     for c, split in enumerate(fd.clients):
         assert any(r.tags.get("generic") for r in split.train), c
     boiler = fd.ground_truth["boilerplate"]
-    assert all(any(b in t for t in fd.public_corpus) for b in boiler)
+    assert all(any(b["text"] in t for t in fd.public_corpus) for b in boiler)
 
 
 def test_synthetic_is_seeded():
@@ -112,8 +112,8 @@ def test_qa_loader_reads_nested_columns(tmp_path):
     path = tmp_path / "pubmedqa.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
     task = TaskConfig(name="qa", columns={"question": "question", "context": "context.contexts", "answer": "long_answer"},
-                      client_column="context.meshes",
-                      client_groups={"0": ["neoplasm"], "1": ["heart"], "2": ["infection"]})
+                      client_column="context.meshes",  # MeSH terms are matched whole (group_by=tags)
+                      client_groups={"0": ["Neoplasms"], "1": ["Heart Diseases"], "2": ["Bacterial Infections"]})
     fd = load_federated(task, DataConfig(source="local", path=str(path), train_per_client=6, test_per_client=2), 0)
     r = fd.clients[0].train[0]
     assert r.mem_text.startswith("Trial") and r.mem_text.endswith("Part two.") and r.user.endswith(r.mem_text)
@@ -136,7 +136,7 @@ def test_classification_loader_dirichlet_and_labels(tmp_path):
 def test_hub_loader_fails_with_one_clear_message(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    task = TaskConfig(name="qa", hf_dataset="nobody/no-such-dataset-fedmem", columns={}, client_column="x")
+    task = TaskConfig(name="qa", hf_dataset="nobody/no-such-dataset-fedmem", client_column="x")
     with pytest.raises(RuntimeError, match="data.path"):
         load_federated(task, DataConfig(source="hf"), 0)
 
@@ -151,8 +151,8 @@ def test_invalid_data_config(kw, msg):
 def test_invalid_task_config():
     with pytest.raises(ValueError, match="task.name"):
         TaskConfig(name="translation")
-    with pytest.raises(ValueError, match="dirichlet"):
-        TaskConfig(partition="dirichlet")
+    with pytest.raises(ValueError, match="dirichlet"):  # a Dirichlet split needs a label column (task or data)
+        check_configs(TaskConfig(partition="dirichlet"), DataConfig(source="hf"))
 
 
 def test_missing_column_is_named(tmp_path):

@@ -1,36 +1,33 @@
-"""Data: the paper's tasks and templates, sources (synthetic, Hugging Face, local files), partitioners."""
+"""Data: the paper's tasks and templates, sources (synthetic, Hugging Face, local files), partitioners.
+
+Public API::
+
+    from fedmem.data import TaskConfig, DataConfig, Record, ClientSplit, FederatedData
+    from fedmem.data import load_federated, format_prompt, format_example, write_ground_truth, read_ground_truth
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from fedmem.data.config import DataConfig, TaskConfig
+from fedmem.data.config import DataConfig, TaskConfig, check_configs
+from fedmem.data.hub import DatasetUnavailableError
+from fedmem.data.load import load_federated, validate_federated
 from fedmem.data.records import ClientSplit, FederatedData, Record
+from fedmem.data.storage import read_ground_truth, write_ground_truth
 from fedmem.data.templates import TEMPLATES, format_example, format_prompt
 
-__all__ = ["ClientSplit", "DataConfig", "FederatedData", "Record", "TaskConfig", "TEMPLATES", "format_example",
-           "format_prompt", "load_federated", "write_ground_truth", "read_ground_truth"]
-
-
-def load_federated(task: TaskConfig, data: DataConfig, seed: int, cache_dir: str | None = None) -> FederatedData:
-    """The clients' train/test splits for ``task`` from ``data.source``; deterministic in ``seed``."""
-    if data.source == "synthetic":
-        if task.name != "dialog":
-            raise ValueError(f"the synthetic source is in the dialog format; use task=dialog (got task={task.name})")
-        from fedmem.data.synthetic import make_synthetic
-
-        return make_synthetic(data, seed)
-    from fedmem.data.sources import load_tabular
-
-    return load_tabular(task, data, seed)
-
-
-def write_ground_truth(fd: FederatedData, path) -> None:
-    from fedmem.report import atomic_write_text
-
-    atomic_write_text(path, json.dumps(fd.ground_truth, indent=2))
-
-
-def read_ground_truth(path) -> dict:
-    return json.loads(Path(path).read_text())
+__all__ = [
+    "ClientSplit",
+    "DataConfig",
+    "DatasetUnavailableError",
+    "FederatedData",
+    "Record",
+    "TEMPLATES",
+    "TaskConfig",
+    "check_configs",
+    "format_example",
+    "format_prompt",
+    "load_federated",
+    "read_ground_truth",
+    "validate_federated",
+    "write_ground_truth",
+]

@@ -1,73 +1,251 @@
-"""Task and data-source configuration (conf/task/*.yaml, conf/data/*.yaml)."""
+"""Task and data-source configuration (``conf/task/*.yaml``, ``conf/data/*.yaml``).
+
+``TaskConfig`` says *what* a sample is (template, memorization text, the dataset's columns, how the paper
+splits it into clients); ``DataConfig`` says *where* samples come from and how many (synthetic, Hugging Face
+or local files; sizes; what the synthetic source plants). Every ``__post_init__`` rejects a bad value with one
+ValueError naming the key; :func:`check_configs` does the checks that need both.
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+from typing import Any
 
-from fedmem.data.templates import TEMPLATES
+from fedmem.data.tasks import PRESETS
+from fedmem.data.templates import TEMPLATES, template_fields
 
 PARTITIONS = ("natural", "dirichlet", "iid")
 SOURCES = ("synthetic", "hf", "local")
+GROUP_BY = ("tags", "keywords")
+RULE_KEYS = ("any", "all", "none")
+FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".json.gz", ".csv.gz")
 
 
 def _help(default, text: str):
     return field(default=default, metadata={"help": text})
 
 
+def _factory(default, text: str):
+    return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": text})
+
+
+def normalize_groups(groups: Any, key: str) -> dict[str, dict[str, list[str]]]:
+    """``{name: rule}``; a rule is ``{"any": [...], "all": [...], "none": [...]}`` (a plain list means ``any``)."""
+    if groups is None:
+        return {}
+    if not isinstance(groups, dict):
+        raise ValueError(f"{key} must be a mapping of client name -> rule, got {type(groups).__name__}")
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, rule in groups.items():
+        if isinstance(rule, (list, tuple)):
+            rule = {"any": list(rule)}
+        if not isinstance(rule, dict) or not rule or set(rule) - set(RULE_KEYS):
+            raise ValueError(f"{key}.{name} must be a list of values or a mapping with keys any/all/none, got {rule!r}")
+        clean = {k: [str(v) for v in (rule.get(k) or [])] for k in RULE_KEYS if rule.get(k)}
+        if not clean.get("any") and not clean.get("all"):
+            raise ValueError(f"{key}.{name} needs a non-empty 'any' or 'all' list ('none' alone matches too much)")
+        out[str(name)] = clean
+    return out
+
+
 @dataclass
 class TaskConfig:
-    """One of the paper's four tasks: template (SPEC §2), where its data lives, how it is split and scored."""
+    """One of the paper's four tasks: template (SPEC §2), where its data lives, how it is split and scored.
+
+    Every field left ``None`` is filled from the task's preset (``fedmem.data.tasks.PRESETS``), so
+    ``TaskConfig(name="qa")`` is the paper's QA task; ``""`` clears an optional column or name explicitly.
+    """
 
     name: str = _help("dialog", "summarization | dialog | qa | classification")
-    hf_dataset: str | None = _help(None, "Hugging Face dataset id (online source)")
-    hf_config: str | None = _help(None, "dataset config name")
-    hf_split: str = _help("train", "split to read; fedmem makes its own train/test split per client")
-    columns: dict[str, str] = field(default_factory=dict, metadata={"help": "template field -> column"})
-    client_column: str | None = _help(None, "natural partition: the column naming the client group")
-    client_groups: dict[str, list[str]] = field(
-        default_factory=dict, metadata={"help": "natural partition: client -> values (or keywords) of client_column"})
-    label_column: str | None = _help(None, "label column (classification; Dirichlet partitions)")
-    partition: str = _help("natural", "natural | dirichlet | iid")
+    user_template: str | None = _help(None, "user turn, a format string over the task's fields (SPEC §2 Table 6)")
+    assistant_template: str | None = _help(None, "assistant turn, a format string over the task's fields")
+    mem_field: str | None = _help(None, "the field holding the memorization text (prefix + suffix source)")
+    hf_dataset: str | None = _help(None, "Hugging Face dataset id (source=hf without data.path)")
+    hf_config: str | None = _help(None, "dataset config name ('' for none)")
+    hf_split: str | None = _help(None, "split to read; fedmem makes its own train/test split per client")
+    columns: dict[str, str] | None = _help(None, "template field -> column (dotted paths reach nested fields)")
+    client_column: str | None = _help(None, "natural partition: the column that decides the client ('' = none)")
+    client_groups: dict[str, Any] | None = _help(
+        None,
+        "natural partition: client name -> rule {any: [...], all: [...], none: [...]} over the client column's "
+        "values (group_by=tags) or keywords in its text (group_by=keywords); {} = one client per distinct value",
+    )
+    group_by: str | None = _help(None, "tags (list/category values) | keywords (word-boundary matches in text)")
+    tag_separator: str | None = _help(None, "group_by=tags: also split each value on this ('' = keep values whole)")
+    label_column: str | None = _help(None, "label column (classification target; Dirichlet partition; '' = none)")
+    labels: list[str] | None = _help(None, "classification label set; labels are matched case-insensitively")
+    partition: str | None = _help(None, "natural | dirichlet | iid")
     dirichlet_alpha: float = _help(5.0, "Dirichlet concentration (paper: 5.0 for classification)")
-    metric: str = _help("rouge", "utility metric: rouge (ROUGE-L + BLEU) or accuracy")
-    pearl_metric: str = _help("ncd", "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
+    metric: str | None = _help(None, "utility metric: rouge (ROUGE-L + BLEU) or accuracy")
+    pearl_metric: str | None = _help(None, "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
 
     def __post_init__(self):
         if self.name not in TEMPLATES:
             raise ValueError(f"task.name must be one of {sorted(TEMPLATES)}, got {self.name!r}")
+        t = TEMPLATES[self.name]
+        defaults = {"user_template": t.user, "assistant_template": t.assistant, "mem_field": t.mem_field,
+                    **PRESETS[self.name]}
+        for key, value in defaults.items():
+            if getattr(self, key) is None:
+                setattr(self, key, copy.deepcopy(value))
+        for key in ("hf_config", "client_column", "label_column", "tag_separator"):  # "" = explicitly none
+            if getattr(self, key) == "":
+                setattr(self, key, None)
+        self.columns = {str(k): str(v) for k, v in dict(self.columns).items()}
+        self.labels = [str(x) for x in self.labels]
+        self.client_groups = normalize_groups(self.client_groups, "task.client_groups")
+
+        try:
+            fields = template_fields(self.user_template, self.assistant_template)
+        except ValueError as e:  # a stray brace
+            raise ValueError(f"task.user_template / assistant_template is not a valid format string: {e}") from None
+        if self.mem_field not in template_fields(self.user_template):
+            raise ValueError(f"task.user_template must contain {{{self.mem_field}}} (task.mem_field), "
+                             f"got {self.user_template!r}")
+        missing = [f for f in fields if f not in self.columns]
+        if missing:
+            raise ValueError(f"task.columns has no column for template field(s) {missing}; got {self.columns}")
         if self.partition not in PARTITIONS:
             raise ValueError(f"task.partition must be one of {PARTITIONS}, got {self.partition!r}")
-        if self.partition == "natural" and self.client_groups and not self.client_column:
-            raise ValueError("task.client_groups needs task.client_column")
-        if self.partition == "dirichlet" and (not self.label_column or self.dirichlet_alpha <= 0):
-            raise ValueError("task.partition=dirichlet needs task.label_column and task.dirichlet_alpha > 0")
-        if self.metric not in ("rouge", "accuracy") or self.pearl_metric not in ("ncd", "rouge_l"):
-            raise ValueError("task.metric must be rouge|accuracy and task.pearl_metric ncd|rouge_l")
+        if self.group_by not in GROUP_BY:
+            raise ValueError(f"task.group_by must be one of {GROUP_BY}, got {self.group_by!r}")
+        if not self.dirichlet_alpha > 0:
+            raise ValueError(f"task.dirichlet_alpha must be > 0, got {self.dirichlet_alpha}")
+        if self.metric not in ("rouge", "accuracy"):
+            raise ValueError(f"task.metric must be rouge or accuracy, got {self.metric!r}")
+        if self.pearl_metric not in ("ncd", "rouge_l"):
+            raise ValueError(f"task.pearl_metric must be ncd or rouge_l, got {self.pearl_metric!r}")
+        if self.metric == "accuracy" and not self.labels:
+            raise ValueError("task.metric=accuracy needs task.labels (the label set)")
+        if self.client_groups and not self.client_column:
+            raise ValueError("task.client_groups needs task.client_column (the column the groups are read from)")
+
+    @property
+    def fields(self) -> list[str]:
+        """The template fields, in order of first use."""
+        return template_fields(self.user_template, self.assistant_template)
+
+
+MAX_CANARIES = 576  # the canary name pool (24 x 24 names, each used once)
+SPECIALTY_NAMES = ("cardiology", "dermatology", "gastroenterology", "neurology", "pulmonology")
 
 
 @dataclass
 class DataConfig:
-    """Where the samples come from, how many, and (synthetic) what ground truth to plant."""
+    """Where the samples come from, how many, and (synthetic source) what ground truth to plant.
+
+    Seed-independent: the seed is an argument of ``load_federated``.
+    """
 
     source: str = _help("synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
-    path: str | None = _help(None, "local .jsonl/.csv/.parquet file (source=local, or hf offline)")
+    path: str | None = _help(
+        None, "local .jsonl/.csv/.parquet file, glob or directory: required for local; for hf, files in the hub schema"
+    )
+    columns: dict[str, str] = _factory({}, "template field -> column, overriding task.columns")
+    client_column: str | None = _help(None, "override task.client_column (then one client per distinct value)")
+    client_groups: dict[str, Any] | None = _help(None, "override the client groups (see task.client_groups)")
+    group_by: str | None = _help(None, "override task.group_by")
+    label_column: str | None = _help(None, "override task.label_column")
     num_clients: int = _help(3, "number of clients L")
-    train_per_client: int = _help(300, "train samples per client (paper 27k)")
+    train_per_client: int = _help(200, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = _help(40, "test samples per client (paper 3k)")
-    canary_copies: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16],
-                                     metadata={"help": "synthetic: copies of each canary (one canary per count)"})
-    canaries_per_count: int = _help(1, "synthetic: canaries per copy count and client")
-    generic_fraction: float = _help(0.15, "synthetic: share of samples ending in shared boilerplate")
-    public_size: int = _help(2000, "synthetic: public-corpus paragraphs (pretrains the tiny preset)")
+    # ---- synthetic source only
+    specialties: list[str] = _factory(
+        list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
+    )
+    canary_copies: list[int] = _factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
+    canaries_per_count: int = _help(1, "synthetic: canaries per copy count in every canary client")
+    canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")
+    generic_fraction: float = _help(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
+    num_boilerplates: int = _help(4, "synthetic: how many boilerplate closings the clients share")
+    public_size: int = _help(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
+    public_generic_fraction: float = _help(0.3, "synthetic: share of public paragraphs ending in boilerplate")
+    public_record_fraction: float = _help(
+        0.25, "synthetic: share of public paragraphs that are record notes in the canary format, of other people"
+    )
 
     def __post_init__(self):
+        from fedmem.data.synthetic.vocab import BOILERPLATE
+
         if self.source not in SOURCES:
             raise ValueError(f"data.source must be one of {SOURCES}, got {self.source!r}")
+        if self.path == "???":  # OmegaConf's mandatory marker, left unset (conf/data/local.yaml)
+            self.path = None
+        if self.source == "local" and not self.path:
+            raise ValueError("data.source=local needs data.path (a .jsonl, .csv or .parquet file)")
+        if self.source == "synthetic" and self.path:
+            raise ValueError("data.path is not used by data.source=synthetic; set data.source=local or hf")
+        if self.path and "*" not in str(self.path) and "." in str(self.path).rsplit("/", 1)[-1]:
+            if not str(self.path).lower().endswith(FILE_SUFFIXES):
+                raise ValueError(f"data.path must be a .jsonl, .json, .csv or .parquet file, got {self.path!r}")
+        self.columns = {str(k): str(v) for k, v in dict(self.columns or {}).items()}
+        if self.client_groups is not None:
+            self.client_groups = normalize_groups(self.client_groups, "data.client_groups")
+        if self.group_by is not None and self.group_by not in GROUP_BY:
+            raise ValueError(f"data.group_by must be one of {GROUP_BY}, got {self.group_by!r}")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
         if self.train_per_client < 1 or self.test_per_client < 1:
-            raise ValueError("data.train_per_client and data.test_per_client must be >= 1")
-        if self.source == "local" and not self.path:
-            raise ValueError("data.source=local needs data.path (a .jsonl, .csv or .parquet file)")
-        if any(c < 1 for c in self.canary_copies) or not 0 <= self.generic_fraction < 1:
-            raise ValueError("data.canary_copies must be >= 1 and 0 <= data.generic_fraction < 1")
+            raise ValueError(
+                f"data.train_per_client and data.test_per_client must be >= 1, got "
+                f"{self.train_per_client} and {self.test_per_client}"
+            )
+        self.specialties = [str(s) for s in self.specialties]
+        unknown = [s for s in self.specialties if s not in SPECIALTY_NAMES]
+        if not self.specialties or unknown:
+            raise ValueError(f"data.specialties must name some of {list(SPECIALTY_NAMES)}, got {self.specialties}")
+        self.canary_copies = [int(c) for c in self.canary_copies]
+        if any(c < 1 for c in self.canary_copies) or len(set(self.canary_copies)) != len(self.canary_copies):
+            raise ValueError(f"data.canary_copies must be distinct counts >= 1, got {self.canary_copies}")
+        if self.canaries_per_count < 0:
+            raise ValueError(f"data.canaries_per_count must be >= 0, got {self.canaries_per_count}")
+        if self.canary_clients is not None:
+            self.canary_clients = sorted({int(c) for c in self.canary_clients})
+            bad = [c for c in self.canary_clients if not 0 <= c < self.num_clients]
+            if bad or not self.canary_clients:
+                raise ValueError(
+                    f"data.canary_clients must list client indices in [0, {self.num_clients}), "
+                    f"got {self.canary_clients}"
+                )
+        if not 0 <= self.generic_fraction < 1 or not 0 <= self.public_generic_fraction < 1:
+            raise ValueError("data.generic_fraction and data.public_generic_fraction must be in [0, 1)")
+        if not 0 <= self.public_record_fraction or self.public_generic_fraction + self.public_record_fraction >= 1:
+            raise ValueError("data.public_record_fraction must be >= 0 and, with public_generic_fraction, below 1")
+        if not 1 <= self.num_boilerplates <= len(BOILERPLATE):
+            raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
+        if self.public_size < 0:
+            raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
+        if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
+            raise ValueError(f"data: {self.num_canaries()} canaries requested, at most {MAX_CANARIES} (unique names)")
+        if self.source == "synthetic" and self.canary_copies_per_client() >= self.train_per_client:
+            raise ValueError(
+                f"data: a canary client holds {self.canary_copies_per_client()} canary copies "
+                f"(canaries_per_count x sum(canary_copies)), which must be fewer than "
+                f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
+            )
+
+    def num_canaries(self) -> int:
+        clients = self.num_clients if self.canary_clients is None else len(self.canary_clients)
+        return len(self.canary_copies) * self.canaries_per_count * clients
+
+    def canary_copies_per_client(self) -> int:
+        """Canary copies in the train split of each canary client (synthetic source)."""
+        return self.canaries_per_count * sum(self.canary_copies)
+
+
+def check_configs(task: TaskConfig, data: DataConfig) -> None:
+    """Checks that need both configs and no data: call it before any loading or training."""
+    from fedmem.data.schema import resolve_schema
+
+    if data.source == "synthetic":
+        if task.name != "dialog":
+            raise ValueError(
+                f"data.source=synthetic generates clinical dialogs: use task=dialog (got task={task.name}), or "
+                f"data=hf / data=local for task={task.name}"
+            )
+        if task.mem_field != "patient" or set(task.fields) - {"patient", "doctor"}:
+            raise ValueError("data.source=synthetic fills the fields {patient} and {doctor} only; "
+                             "task.user_template / assistant_template / mem_field must use just those")
+        return
+    resolve_schema(task, data)

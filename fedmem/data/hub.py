@@ -1,0 +1,79 @@
+"""Reading a table: a Hugging Face dataset id, or local files through the same ``datasets.load_dataset`` path.
+
+Offline machines (this project's CI included) cannot reach the Hub, so every task also accepts local files in
+the hub schema: ``datasets.load_dataset("json" | "csv" | "parquet", data_files=...)``. Nested columns become
+dotted columns (``context.contexts``) by ``Dataset.flatten()``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class DatasetUnavailableError(RuntimeError):
+    """The Hugging Face dataset could not be downloaded (offline, wrong id, no access)."""
+
+
+def _builder(path: str) -> str:
+    name = path.lower()
+    for ext in (".gz", ".bz2", ".xz", ".zst"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    for suffix, builder in BUILDERS.items():
+        if name.endswith(suffix):
+            return builder
+    raise ValueError(f"data.path: cannot tell the format of {Path(path).name!r}; use .jsonl, .json, .csv or .parquet")
+
+
+def local_files(path: str) -> list[str]:
+    """The files ``data.path`` names: one file, a glob, or every supported file in a directory."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+        files = [f for f in files if any(f.lower().split(".gz")[0].endswith(s) for s in BUILDERS)]
+    elif any(ch in path for ch in "*?["):
+        files = sorted(glob.glob(os.path.expanduser(path)))
+    else:
+        files = [str(p)] if p.is_file() else []
+    if not files:
+        raise ValueError(f"data.path {path!r} names no readable .jsonl/.json/.csv/.parquet file")
+    builders = {_builder(f) for f in files}
+    if len(builders) > 1:
+        raise ValueError(f"data.path {path!r} mixes file formats {sorted(builders)}; use one format")
+    return files
+
+
+def hub_error_message(dataset: str, config: str | None, split: str, cause: BaseException) -> str:
+    cfg = f", config {config!r}" if config else ""
+    return (
+        f"could not download the Hugging Face dataset {dataset!r}{cfg}, split {split!r} "
+        f"({type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else 'no detail'}). "
+        f"Without network access, get the data on a connected machine, e.g. "
+        f"`datasets.load_dataset({dataset!r}{', ' + repr(config) if config else ''}, split={split!r})"
+        f".to_parquet('data.parquet')`, copy the file here and run with data.path=/path/to/data.parquet "
+        f"(.jsonl, .csv and .parquet in the same columns work), or use the offline synthetic source (data=synthetic)."
+    )
+
+
+def load_table(task, data, cache_dir: str | None = None):
+    """The configured rows as one flattened ``datasets.Dataset``."""
+    import datasets
+
+    hf_cache = os.path.join(cache_dir, "hf-datasets") if cache_dir else None
+    if data.path:
+        files = local_files(data.path)
+        ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)
+    else:
+        if data.source != "hf":
+            raise ValueError("data.source=local needs data.path")
+        if not task.hf_dataset:
+            raise ValueError(f"task {task.name!r} names no task.hf_dataset; set data.path to local files")
+        try:
+            ds = datasets.load_dataset(task.hf_dataset, task.hf_config, split=task.hf_split, cache_dir=hf_cache)
+        except Exception as e:  # offline, unknown id, gated ...: one message that says what to do instead
+            raise DatasetUnavailableError(hub_error_message(task.hf_dataset, task.hf_config, task.hf_split, e)) from e
+    return ds.flatten()

@@ -1,0 +1,55 @@
+"""``load_federated``: one entry point for every source, seeded and validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fedmem.data.config import DataConfig, TaskConfig, check_configs
+from fedmem.data.records import FederatedData
+
+
+def validate_federated(fd: FederatedData, data: DataConfig) -> None:
+    """Invariants every source must satisfy; a violation is a bug, reported with what broke."""
+    if len(fd.clients) != data.num_clients:
+        raise AssertionError(f"{len(fd.clients)} clients built, data.num_clients is {data.num_clients}")
+    seen: dict[str, tuple[int, str]] = {}
+    for c, split, r in fd.all_records():
+        if r.client != c:
+            raise AssertionError(f"record {r.id} says client {r.client} but sits in client {c}")
+        if r.mem_text not in r.user:
+            raise AssertionError(f"record {r.id}: the memorization text is not inside the user turn")
+        if r.id in seen:
+            raise AssertionError(f"record id {r.id} appears twice: {seen[r.id]} and {(c, split)}")
+        seen[r.id] = (c, split)
+    for c, split in enumerate(fd.clients):
+        if not split.train or not split.test:
+            raise AssertionError(f"client {c} has an empty train or test split")
+
+
+def load_federated(task: TaskConfig, data: DataConfig, seed: int, cache_dir: str | None = None) -> FederatedData:
+    """The clients' train/test splits of ``task`` from ``data.source``; deterministic in ``seed``.
+
+    With ``cache_dir``, Hugging Face downloads are cached under ``<cache_dir>/hf-datasets`` and the result is
+    saved to ``<cache_dir>/data/<source>-<hash>/`` (records.jsonl, public_corpus.jsonl, ground_truth.json),
+    so later audits can be scored against the ground truth next to the data.
+    """
+    if not isinstance(task, TaskConfig) or not isinstance(data, DataConfig):
+        raise TypeError("load_federated(task: TaskConfig, data: DataConfig, seed, cache_dir)")
+    check_configs(task, data)
+    if data.source == "synthetic":
+        from fedmem.data.synthetic import make_synthetic
+
+        fd = make_synthetic(task, data, seed)
+    else:
+        from fedmem.data.tabular import load_tabular
+
+        fd = load_tabular(task, data, seed, cache_dir)
+    validate_federated(fd, data)
+    if cache_dir:
+        from fedmem.data.storage import GROUND_TRUTH_FILE, data_key, save_federated
+
+        target = Path(cache_dir) / "data" / f"{data.source}-{data_key(task, data, seed)}"
+        if not (target / GROUND_TRUTH_FILE).exists():
+            save_federated(fd, target)
+        fd.saved_to = str(target)
+    return fd

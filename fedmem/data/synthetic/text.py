@@ -1,0 +1,149 @@
+"""Text generators of the synthetic source: ordinary and generic patient texts, doctor answers, canaries, and
+public paragraphs. Pure functions of a ``random.Random``; the word lists live in :mod:`vocab`."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from fedmem.data.synthetic import vocab
+
+# {value} means something different in each specialty (cholesterol, hand washes, liver value, B12, oxygen %).
+VALUE_RANGES = {
+    "cardiology": (170, 290),
+    "dermatology": (10, 40),
+    "gastroenterology": (45, 130),
+    "neurology": (140, 320),
+    "pulmonology": (88, 97),
+}
+DOSES = [5, 10, 20, 25, 40, 50, 100, 200, 250, 500]
+
+
+def fill(rng: random.Random, template: str, specialty: str, **given) -> str:
+    """``template`` with every placeholder drawn from the specialty's lists (``given`` overrides draws)."""
+    spec = vocab.SPECIALTIES[specialty]
+    lo, hi = VALUE_RANGES[specialty]
+    values = {
+        "symptom": rng.choice(spec["symptoms"]),
+        "med": rng.choice(spec["meds"]),
+        "town": rng.choice(vocab.TOWNS),
+        "job": rng.choice(vocab.JOBS),
+        "pet": rng.choice(vocab.PETS),
+        "place": rng.choice(vocab.PLACES),
+        "rel": rng.choice(vocab.RELATIONS),
+        "weekday": rng.choice(vocab.WEEKDAYS),
+        "dur": rng.choice(vocab.DURATIONS),
+        "sex": rng.choice(["male", "female"]),
+        "age": rng.randint(18, 85),
+        "age2": rng.randint(40, 85),
+        "n": rng.randint(2, 9),
+        "dose": rng.choice(DOSES),
+        "bp": f"{rng.randint(118, 182)}/{rng.randint(72, 112)}",
+        "value": rng.randint(lo, hi),
+        "pulse": rng.randint(52, 112),
+        "specialty": specialty,
+    }
+    values.update(given)
+    return template.format(**values)
+
+
+def doctor_answer(rng: random.Random, specialty: str, quote: str | None) -> str:
+    """An answer in the HealthCareMagic style. ``quote``: a sentence of the patient's text repeated verbatim,
+    as doctors restate a complaint, so a model that memorized a sample reproduces its text in the answer."""
+    spec = vocab.SPECIALTIES[specialty]
+    parts = [rng.choice(vocab.DOCTOR_OPENINGS)]
+    if quote:
+        parts.append(f'You wrote: "{quote}"')
+    parts.append(rng.choice(vocab.DOCTOR_FINDINGS).format(finding=rng.choice(spec["findings"])))
+    parts.append(rng.choice(spec["advice"]))
+    parts.append(rng.choice(vocab.DOCTOR_CLOSINGS))
+    return " ".join(parts)
+
+
+def ordinary_dialog(rng: random.Random, specialty: str) -> tuple[str, str]:
+    """(patient, doctor): an opening and three detail sentences with unique fillers (about 60 words).
+
+    The doctor quotes the last detail: it lies in the audited suffix region, not in the prompt prefix.
+    """
+    spec = vocab.SPECIALTIES[specialty]
+    same = {"symptom": rng.choice(spec["symptoms"]), "job": rng.choice(vocab.JOBS)}  # one person, one story
+    opening = fill(rng, rng.choice(vocab.OPENINGS), specialty, **same)
+    details = [fill(rng, t, specialty, **same) for t in rng.sample(spec["details"], 3)]
+    patient = " ".join([opening, *details])
+    return patient, doctor_answer(rng, specialty, details[-1])
+
+
+def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tuple[str, str]:
+    """(patient, doctor): a short varied opening (about 20 words) followed by a shared boilerplate closing, so the
+    boilerplate follows many different prefixes and fills most of the audited suffix."""
+    opening = fill(rng, rng.choice(vocab.OPENINGS), specialty)
+    return f"{opening} {boilerplate}", doctor_answer(rng, specialty, opening)  # the quote makes the answer unique
+
+
+@dataclass(frozen=True)
+class Canary:
+    id: str
+    specialty: str
+    patient: str  # the memorization text, identical in every copy
+    doctor: str
+    secret: str  # the secret sentence, verbatim in ``patient`` (second half) and ``doctor``
+    parts: dict  # name, record_number, phone: each a unique string
+
+
+def intake_note(rng: random.Random, specialty: str, template: int, name: str, mrn: str, phone: str
+                ) -> tuple[str, str, str]:
+    """(full text, secret sentence, symptom): context note, secret, closing. Canaries and the public corpus
+    share this format; only the pools of names and numbers differ."""
+    symptom = rng.choice(vocab.SPECIALTIES[specialty]["symptoms"])
+    note = vocab.CANARY_NOTES[template % len(vocab.CANARY_NOTES)].format(
+        date=f"{rng.randint(1, 28)} {rng.choice(vocab.MONTHS)} {rng.randint(2016, 2024)}",
+        clinic=rng.choice(vocab.CLINICS), specialty=specialty, town=rng.choice(vocab.TOWNS), symptom=symptom,
+        visit=rng.choice(vocab.CANARY_VISITS),
+    )
+    secret = vocab.CANARY_SECRET.format(name=name, mrn=mrn, phone=phone)
+    return f"{note} {secret} {vocab.CANARY_CLOSING}", secret, symptom
+
+
+def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str], avoid: set[str]) -> Canary:
+    """A canary note: canary-specific context (about 26 words), then the secret, then a closing sentence.
+
+    Short numbers (the tiny model can learn them in a few rounds), unique and unambiguous by construction: the
+    record number is ``serial`` (3 digits) plus 2 digits, five digits that no 4-digit group (phones, years)
+    can contain; the phone is ``555`` and a digit plus ``serial``; their first digit is never 9, which public
+    numbers always start with. Names come from a pool that nothing else uses, without repetition; numbers and
+    text are redrawn if they still occur in ``avoid``.
+    """
+    for _ in range(1000):
+        name = f"{rng.choice(vocab.CANARY_FIRST)} {rng.choice(vocab.CANARY_LAST)}"
+        if name not in used_names:
+            break
+    else:
+        raise ValueError("too many canaries: the canary name pool is exhausted (576 names)")
+    used_names.add(name)
+    for _ in range(1000):
+        mrn = f"{serial:03d}{rng.randint(0, 99):02d}"
+        phone = f"555 {rng.randint(0, 8)}{serial:03d}"
+        if mrn in avoid or phone in avoid:
+            continue
+        patient, secret, symptom = intake_note(rng, specialty, serial, name, mrn, phone)
+        if patient not in avoid:
+            break
+    else:
+        raise RuntimeError(f"canary {serial}: could not draw a text that avoids the public corpus")
+    return Canary(
+        id=f"canary-{serial:03d}",
+        specialty=specialty,
+        patient=patient,
+        doctor=vocab.CANARY_DOCTOR.format(secret=secret, symptom=symptom),
+        secret=secret,
+        parts={"name": name, "record_number": mrn, "phone": phone},
+    )
+
+
+def public_intake(rng: random.Random, specialty: str) -> tuple[str, tuple[str, str]]:
+    """(text, (record number, phone)): an intake note in the canary format with public names and numbers; the
+    numbers are returned so that canaries can avoid them."""
+    name = f"{rng.choice(vocab.PUBLIC_FIRST)} {rng.choice(vocab.PUBLIC_LAST)}"
+    mrn = f"9{rng.randint(0, 9999):04d}"  # public numbers start with 9, canary numbers never do
+    phone = f"555 9{rng.randint(0, 999):03d}"
+    return intake_note(rng, specialty, rng.randrange(len(vocab.CANARY_NOTES)), name, mrn, phone)[0], (mrn, phone)

@@ -1,0 +1,126 @@
+"""Hugging Face and local-file sources: table -> rendered records -> client partitions -> train/test splits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedmem.data import partition
+from fedmem.data.grouping import assign_groups
+from fedmem.data.records import ClientSplit, FederatedData, Record
+from fedmem.data.schema import Schema, resolve_schema
+from fedmem.data.seeding import rng_for
+from fedmem.data.templates import one_line, render_record
+
+
+def _column(ds, name: str, what: str) -> list[Any]:
+    """A column's values; class-label ids become their names."""
+    from datasets import ClassLabel
+
+    if name not in ds.column_names:
+        raise ValueError(
+            f"{what}: column {name!r} not found; the data has columns {sorted(ds.column_names)} "
+            f"(nested fields are reached with dots, e.g. context.contexts)"
+        )
+    values = ds.with_format("arrow")[name].to_pylist()  # one Arrow conversion, not a Python loop over rows
+    feature = ds.features.get(name)
+    if isinstance(feature, ClassLabel):
+        values = [None if v is None or v < 0 else feature.int2str(int(v)) for v in values]
+    return values
+
+
+def canonical_label(value: Any, labels: tuple[str, ...]) -> str | None:
+    """``value`` as spelled in the label set (case-insensitive; a missing plural 's' is tolerated)."""
+    s = one_line(value)
+    if not labels:
+        return s or None
+    upper = {lab.upper(): lab for lab in labels}
+    return upper.get(s.upper()) or upper.get(s.upper() + "S")
+
+
+def _labels(ds, schema: Schema) -> list[str | None]:
+    """Every row's label (None without a label column), spelled as in ``task.labels`` when a set is given."""
+    if not schema.label_column:
+        return [None] * ds.num_rows
+    raw = _column(ds, schema.label_column, "label column")
+    labels = [None if v is None else canonical_label(v, schema.labels) for v in raw]
+    unknown = sorted({one_line(r) for r, lab in zip(raw, labels) if r is not None and lab is None})
+    if unknown:
+        raise ValueError(f"task.labels {list(schema.labels)} does not contain the label(s) {unknown[:10]}")
+    return labels
+
+
+def _partition(ds, schema: Schema, rows: list[int], labels: list, task, data, seed: int
+               ) -> tuple[list[list[int]], list[str]]:
+    """(row numbers per client, client names) for the usable ``rows``."""
+    L = data.num_clients
+    if schema.partition == "natural":
+        values = _column(ds, schema.client_column, "client column")
+        values = [values[i] for i in rows]
+        if schema.client_groups:
+            ids: list[Any] = assign_groups(values, schema.client_groups, schema.group_by, schema.tag_separator)
+            names = list(schema.client_groups)[:L]
+        else:
+            ids = [one_line(v) or None for v in values]
+            names = sorted({x for x in ids if x is not None})
+        parts = partition.natural(ids, L)
+    elif schema.partition == "dirichlet":
+        parts = partition.dirichlet([labels[i] for i in rows], L, task.dirichlet_alpha, seed)
+        names = [f"client{j}" for j in range(L)]
+    else:
+        parts = partition.iid(len(rows), L, seed)
+        names = [f"client{j}" for j in range(L)]
+    return [[rows[k] for k in part] for part in parts], [str(n) for n in names]
+
+
+def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> FederatedData:
+    """The federated dataset from the task's Hugging Face dataset or from ``data.path``.
+
+    Record ids are ``row<i>``, ``i`` the row number in the loaded table, so a split can be traced back to the file.
+    """
+    from fedmem.data.hub import load_table
+
+    schema = resolve_schema(task, data)
+    ds = load_table(task, data, cache_dir)
+    fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}
+    labels = _labels(ds, schema)
+    if schema.labels:  # the assistant turn shows the label as the task spells it
+        for f in task.fields:
+            if schema.columns[f] == schema.label_column:
+                fields[f] = labels
+    # A row is usable when every template field is non-empty (and, for Dirichlet, it has a label).
+    usable = [i for i in range(ds.num_rows) if all(one_line(values[i]) for values in fields.values())]
+    if schema.partition == "dirichlet":
+        usable = [i for i in usable if labels[i] is not None]
+    if not usable:
+        raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
+    parts, names = _partition(ds, schema, usable, labels, task, data, seed)
+
+    def record(i: int, c: int) -> Record:
+        return render_record(task.user_template, task.assistant_template, task.mem_field,
+                             {f: values[i] for f, values in fields.items()}, f"row{i}", client=c, label=labels[i])
+
+    clients, truth_clients = [], []
+    for c, rows in enumerate(parts):
+        train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
+                                                 rng_for(seed, "split", c), c)
+        clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
+        truth_clients.append({"client": c, "name": names[c], "rows_in_partition": len(rows),
+                              "train_ids": [f"row{i}" for i in train], "test_ids": [f"row{i}" for i in test]})
+    truth = {
+        "source": data.source,
+        "dataset": data.path or task.hf_dataset,
+        "hf_config": None if data.path else task.hf_config,
+        "hf_split": None if data.path else task.hf_split,
+        "task": task.name,
+        "seed": seed,
+        "partition": schema.partition,
+        "dirichlet_alpha": task.dirichlet_alpha if schema.partition == "dirichlet" else None,
+        "client_column": schema.client_column if schema.partition == "natural" else None,
+        "rows": ds.num_rows,
+        "rows_dropped_empty": ds.num_rows - len(usable),
+        "rows_in_no_client": len(usable) - sum(len(p) for p in parts),
+        "clients": truth_clients,
+        "canaries": [],
+        "boilerplate": [],
+    }
+    return FederatedData(clients=clients, public_corpus=[], ground_truth=truth, source=data.source)

@@ -1,0 +1,122 @@
+"""TaskConfig / DataConfig: presets, the conf/ YAML files, and one clear ValueError for every bad value."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from fedmem.data import DataConfig, TaskConfig, check_configs, load_federated
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _yaml(path: Path) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+
+
+@pytest.mark.parametrize("task", ["summarization", "dialog", "qa", "classification"])
+def test_task_yaml_equals_the_preset_and_names_its_command(task):
+    path = CONF / "task" / f"{task}.yaml"
+    assert path.read_text().startswith("# fedmem run ")
+    d = _yaml(path)
+    assert set(d) == {f.name for f in dataclasses.fields(TaskConfig)}  # every key, and only keys, of the dataclass
+    assert TaskConfig(**d) == TaskConfig(name=task)
+
+
+@pytest.mark.parametrize("source", ["synthetic", "hf", "local"])
+def test_data_yaml_builds(source):
+    path = CONF / "data" / f"{source}.yaml"
+    assert path.read_text().startswith("# fedmem run ")
+    d = _yaml(path)
+    assert set(d) <= {f.name for f in dataclasses.fields(DataConfig)}
+    if d["path"] == "???":  # mandatory: the user names the file
+        d["path"] = "notes.csv"
+    cfg = DataConfig(**d)
+    assert cfg.source == source and cfg.num_clients == 3
+
+
+def test_synthetic_yaml_spells_out_every_option_with_the_code_defaults():
+    d = _yaml(CONF / "data" / "synthetic.yaml")
+    assert set(d) == {f.name for f in dataclasses.fields(DataConfig)}
+    assert DataConfig(**d) == DataConfig()
+
+
+def test_presets_fill_only_what_is_left_none():
+    qa = TaskConfig(name="qa", hf_config="pqa_labeled", columns={"question": "q", "context": "c", "answer": "a"})
+    assert qa.hf_config == "pqa_labeled" and qa.columns == {"question": "q", "context": "c", "answer": "a"}
+    assert qa.client_groups["humans_middle_aged"] == {"all": ["Humans", "Middle Aged"], "none": ["Animals"]}
+    assert TaskConfig(name="classification").partition == "dirichlet"
+    assert TaskConfig(name="classification").dirichlet_alpha == 5.0
+    assert TaskConfig(name="dialog", client_groups={"a": ["x"], "b": ["y"]}).client_groups == {
+        "a": {"any": ["x"]}, "b": {"any": ["y"]}}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"name": "translation"}, "task.name must be one of"),
+        ({"partition": "random"}, "task.partition must be one of"),
+        ({"metric": "bleu"}, "task.metric"),
+        ({"pearl_metric": "bleu"}, "task.pearl_metric"),
+        ({"dirichlet_alpha": 0.0}, "task.dirichlet_alpha"),
+        ({"group_by": "regex"}, "task.group_by"),
+        ({"user_template": "Answer this: {question}"}, r"must contain \{patient\}"),
+        ({"assistant_template": "{doctor} ({specialty})"}, "no column for template field"),
+        ({"assistant_template": "{doctor} {"}, "not a valid format string"),
+        ({"client_groups": {"g": {"nonsense": ["x"]}}}, "task.client_groups.g"),
+        ({"client_groups": {"g": {"none": ["x"]}}}, "'none' alone"),
+        ({"name": "qa", "metric": "accuracy"}, "needs task.labels"),
+        ({"client_column": "", "client_groups": {"g": ["x"]}}, "needs task.client_column"),
+    ],
+)
+def test_bad_task_config_is_one_clear_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TaskConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"source": "web"}, "data.source must be one of"),
+        ({"num_clients": 0}, "data.num_clients must be >= 1"),
+        ({"train_per_client": 0}, "data.train_per_client"),
+        ({"test_per_client": 0}, "data.test_per_client"),
+        ({"source": "local"}, "needs data.path"),
+        ({"source": "local", "path": "notes.xlsx"}, "data.path must be"),
+        ({"path": "notes.csv"}, "not used by data.source=synthetic"),
+        ({"canary_copies": [1, 0]}, "data.canary_copies"),
+        ({"canary_copies": [2, 2]}, "data.canary_copies"),
+        ({"canaries_per_count": -1}, "data.canaries_per_count"),
+        ({"canary_clients": [3]}, "data.canary_clients"),
+        ({"specialties": ["oncology"]}, "data.specialties"),
+        ({"generic_fraction": 1.0}, "data.generic_fraction"),
+        ({"num_boilerplates": 0}, "data.num_boilerplates"),
+        ({"public_size": -1}, "data.public_size"),
+        ({"source": "hf", "group_by": "fuzzy"}, "data.group_by"),
+    ],
+)
+def test_bad_data_config_is_one_clear_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DataConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "task, data, message",
+    [
+        (TaskConfig(name="qa"), DataConfig(), "use task=dialog"),
+        (TaskConfig(name="dialog", assistant_template="{doctor}", user_template="{patient}", mem_field="patient"),
+         DataConfig(), None),
+        (TaskConfig(name="qa"), DataConfig(source="hf", num_clients=4), "defines only 3 client groups"),
+        (TaskConfig(name="qa", client_column="", client_groups={}), DataConfig(source="hf"), "needs a client column"),
+        (TaskConfig(name="qa", partition="dirichlet"), DataConfig(source="hf"), "needs a label column"),
+    ],
+)
+def test_cross_config_checks_run_before_any_loading(task, data, message):
+    if message is None:
+        check_configs(task, data)  # a valid combination passes
+        return
+    with pytest.raises(ValueError, match=message):
+        check_configs(task, data)
+    with pytest.raises(ValueError, match=message):  # load_federated runs the same checks first
+        load_federated(task, data, seed=0)

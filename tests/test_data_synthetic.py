@@ -1,0 +1,197 @@
+"""The synthetic source: its ground truth matches the data it wrote, it is reproducible from the seed, canaries and
+boilerplate sit where the audits need them, and the public corpus is disjoint from the clients."""
+
+import dataclasses
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_truth, write_ground_truth
+from fedmem.data.synthetic import check_ground_truth, vocab
+from tests.fixtures.bpe import bpe_tokenizer
+
+SMALL = dict(train_per_client=80, test_per_client=10, public_size=300)
+
+
+@pytest.fixture(scope="module")
+def fd():
+    return load_federated(TaskConfig(name="dialog"), DataConfig(**SMALL), seed=0)
+
+
+def _records(fd):
+    return list(fd.all_records())
+
+
+def test_sizes_with_canary_copies_in_place_of_ordinary_samples(fd):
+    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(80, 10)] * 3  # |D_j| = train_per_client
+    copies = sum([1, 2, 4, 8, 16])  # one canary per count in every client
+    assert [sum("canary" in r.tags for r in c.train) for c in fd.clients] == [copies] * 3
+    assert len(fd.public_corpus) == 300
+    assert fd.ground_truth["public_size"] == 300
+
+
+def test_every_canary_is_exactly_in_its_client_with_its_copies(fd):
+    """Recomputed from the records, independently of check_ground_truth."""
+    truth = fd.ground_truth["canaries"]
+    assert sorted((k["client"], k["copies"]) for k in truth) == sorted(
+        (c, n) for c in range(3) for n in (1, 2, 4, 8, 16))
+    assert len({k["secret"] for k in truth}) == len(truth)
+    for k in truth:
+        for needle in [k["secret"], *k["secret_parts"].values()]:
+            where = [(c, split, r.id) for c, split, r in _records(fd)
+                     if needle in r.user or needle in r.assistant]
+            assert sorted(where) == sorted((k["client"], "train", rid) for rid in k["record_ids"])
+            assert len(where) == k["copies"]
+            assert not any(needle in p for p in fd.public_corpus)
+        copies = [r for _, _, r in _records(fd) if r.id in k["record_ids"]]
+        assert {r.mem_text for r in copies} == {k["mem_text"]}  # identical copies
+        assert all(r.tags == {"canary": k["id"], "copies": k["copies"]} for r in copies)
+        assert k["mem_text"] not in " ".join(fd.public_corpus)
+
+
+def test_canary_text_shape(fd):
+    """Long, identical copies; the secret after ~26 words of canary-specific context."""
+    contexts = set()
+    for k in fd.ground_truth["canaries"]:
+        words = k["mem_text"].split()
+        assert len(words) >= 60
+        a, b = k["secret_char_span"]
+        assert k["mem_text"][a:b] == k["secret"]
+        assert 22 <= k["secret_word_offset"] <= 36
+        assert all(p in k["secret"] for p in k["secret_parts"].values())
+        contexts.add(" ".join(words[:12]))
+    assert len(contexts) == len(fd.ground_truth["canaries"])  # the first 12 words already tell canaries apart
+
+
+def test_canary_secret_lies_in_the_default_audit_suffix():
+    """With a tokenizer like the tiny preset's (byte-level BPE, 2048 merges on the public corpus), the secret starts
+    after a 30-token prefix and ends within the next 64 tokens (audit defaults prefix_len=30, suffix_len=64)."""
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=40, test_per_client=5), seed=0)
+    tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
+    for k in full.ground_truth["canaries"]:
+        a, b = k["secret_char_span"]
+        start = len(tok(k["mem_text"][:a])["input_ids"])
+        end = len(tok(k["mem_text"][:b])["input_ids"])
+        assert 30 <= start and end <= 30 + 64, (k["id"], start, end)
+
+
+def test_boilerplate_is_shared_by_all_clients_and_public(fd):
+    truth = fd.ground_truth["boilerplate"]
+    assert [b["id"] for b in truth] == ["bp0", "bp1", "bp2", "bp3"]
+    for b in truth:
+        holders = {(c, split) for c, split, r in _records(fd) if r.mem_text.endswith(b["text"])}
+        assert {(c, "train") for c in range(3)} <= holders  # every client's train split
+        assert b["clients"] == [0, 1, 2]
+        tagged = sorted(r.id for _, _, r in _records(fd) if r.tags.get("boilerplate") == b["id"])
+        assert tagged == sorted(b["record_ids"])
+        assert all(r.tags == {"generic": True, "boilerplate": b["id"]}
+                   for _, _, r in _records(fd) if r.id in b["record_ids"])
+        # it follows many different openings, in the clients and in the public corpus
+        openings = {r.mem_text[: -len(b["text"])] for _, _, r in _records(fd) if r.id in b["record_ids"]}
+        assert len(openings) == len(b["record_ids"]) >= 6
+        assert sum(b["text"] in p for p in fd.public_corpus) >= 10
+    untagged = [r for _, _, r in _records(fd) if not r.tags]
+    assert not any(b["text"] in r.mem_text for b in truth for r in untagged)
+    n_generic = sum(1 for _, _, r in _records(fd) if r.tags.get("generic"))
+    assert n_generic == 3 * (round((80 - 31) * 0.2) + round(10 * 0.2))
+
+
+def test_public_corpus_is_disjoint_from_every_client_sample(fd):
+    public = "\n".join(fd.public_corpus)
+    for _, _, r in _records(fd):
+        assert r.mem_text not in public and r.assistant not in public
+    assert any("My full name is" in p for p in fd.public_corpus)  # the canary format, with public names only
+    names = {n for p in fd.public_corpus for n in re.findall(r"My full name is ([A-Z][a-z]+) ", p)}
+    assert names and names <= set(vocab.PUBLIC_FIRST) and not names & set(vocab.CANARY_FIRST)
+
+
+def test_samples_are_unique_and_look_like_their_specialty(fd):
+    texts = Counter(r.mem_text for _, _, r in _records(fd) if "canary" not in r.tags)
+    assert max(texts.values()) == 1
+    for c, specialty in enumerate(["cardiology", "dermatology", "gastroenterology"]):
+        own = vocab.SPECIALTIES[specialty]["symptoms"]
+        for r in fd.clients[c].train + fd.clients[c].test:
+            if not r.tags:
+                assert any(s in r.mem_text for s in own)
+                assert len(r.mem_text.split()) >= 45
+                quoted = re.search(r'You wrote: "(.*?)"', r.assistant).group(1)
+                assert quoted in r.mem_text[len(r.mem_text) // 3:]  # the quote comes from the later part
+            assert r.user.startswith("If you are a doctor, please answer the medical questions based on the "
+                                     "patient's description. ")
+    assert [c["name"] for c in fd.ground_truth["clients"]] == ["cardiology", "dermatology", "gastroenterology"]
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    task, data = TaskConfig(name="dialog"), DataConfig(**SMALL)
+    a, b, c = (load_federated(task, data, seed=s) for s in (5, 5, 6))
+    assert a.clients == b.clients and a.public_corpus == b.public_corpus and a.ground_truth == b.ground_truth
+    assert [r.mem_text for _, _, r in _records(a)] != [r.mem_text for _, _, r in _records(c)]
+    assert a.public_corpus != c.public_corpus
+    assert {k["secret"] for k in a.ground_truth["canaries"]} != {k["secret"] for k in c.ground_truth["canaries"]}
+
+
+def test_ground_truth_round_trips_and_is_saved_next_to_the_data(fd, tmp_path):
+    path = write_ground_truth(fd, tmp_path / "run")
+    assert path.name == "ground_truth.json" and read_ground_truth(tmp_path / "run") == fd.ground_truth
+    assert not list((tmp_path / "run").glob(".ground_truth.json.*"))  # no temp file left behind
+    saved = load_federated(TaskConfig(name="dialog"), DataConfig(**SMALL), seed=0, cache_dir=str(tmp_path / "cache"))
+    truth = read_ground_truth(saved.saved_to)
+    assert truth == json.loads(json.dumps(fd.ground_truth))
+    rows = [json.loads(x) for x in (tmp_path / "cache" / saved.saved_to.split("/cache/")[1] / "records.jsonl")
+            .read_text().splitlines()]
+    for k in truth["canaries"]:  # the saved file agrees with the truth, read back from disk alone
+        hits = [(x["client"], x["split"], x["id"]) for x in rows if k["secret"] in x["user"]]
+        assert sorted(hits) == sorted((k["client"], "train", rid) for rid in k["record_ids"])
+
+
+def test_check_ground_truth_catches_a_wrong_truth(fd):
+    bad = dataclasses.replace(fd, ground_truth=json.loads(json.dumps(fd.ground_truth)))
+    bad.ground_truth["canaries"][0]["client"] = (bad.ground_truth["canaries"][0]["client"] + 1) % 3
+    with pytest.raises(AssertionError, match="canary"):
+        check_ground_truth(bad)
+    bad = dataclasses.replace(fd, public_corpus=fd.public_corpus + [fd.ground_truth["canaries"][2]["mem_text"]])
+    with pytest.raises(AssertionError, match="public corpus"):
+        check_ground_truth(bad)
+
+
+def test_canary_options_and_two_clients():
+    data = DataConfig(num_clients=2, train_per_client=24, test_per_client=6, public_size=200,
+                      canary_copies=[1, 3], canaries_per_count=2, canary_clients=[1])
+    fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
+    truth = fd.ground_truth["canaries"]
+    assert sorted(k["copies"] for k in truth) == [1, 1, 3, 3] and {k["client"] for k in truth} == {1}
+    assert [len(c.train) for c in fd.clients] == [24, 24]
+    assert [sum("canary" in r.tags for r in c.train) for c in fd.clients] == [0, 2 * (1 + 3)]
+    none = load_federated(TaskConfig(name="dialog"), dataclasses.replace(data, canaries_per_count=0), seed=0)
+    assert none.ground_truth["canaries"] == [] and [len(c.train) for c in none.clients] == [24, 24]
+
+
+def test_hundreds_of_canaries_keep_unique_secrets():
+    """480 canaries: every name, record number and phone occurs in exactly its own copies (check_ground_truth runs
+    on every generation and would raise otherwise)."""
+    data = DataConfig(train_per_client=300, test_per_client=5, public_size=400, canary_copies=[1, 2],
+                      canaries_per_count=80, generic_fraction=0.1)
+    fd = load_federated(TaskConfig(name="dialog"), data, seed=3)
+    parts = [p for k in fd.ground_truth["canaries"] for p in k["secret_parts"].values()]
+    assert len(fd.ground_truth["canaries"]) == 480 and len(set(parts)) == len(parts)
+
+
+def test_too_many_canary_copies_is_one_clear_error():
+    with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
+        DataConfig(train_per_client=24)
+    DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
+    with pytest.raises(ValueError, match="at most 576"):
+        DataConfig(num_clients=5, canaries_per_count=30, canary_copies=list(range(1, 5)), train_per_client=9999)
+
+
+def test_iid_partition_mixes_specialties_but_keeps_canaries_in_place():
+    fd = load_federated(TaskConfig(name="dialog", partition="iid"), DataConfig(**SMALL), seed=0)
+    for c, split in enumerate(fd.clients):
+        origins = Counter(r.id.split("-")[1] for r in split.train + split.test if r.id.startswith("syn-"))
+        assert len(origins) == 3  # samples of all three specialty pools
+        assert (len(split.train), len(split.test)) == (80, 10)
+    for k in fd.ground_truth["canaries"]:
+        assert all(r.id in k["record_ids"] for r in fd.clients[k["client"]].train if r.tags.get("canary") == k["id"])
+    check_ground_truth(fd)
