@@ -233,6 +233,10 @@ class Auditor:
             t = time.perf_counter()
             sections[name] = method.audit(ctx)
             timings[name] = round(time.perf_counter() - t, 3)
+        if (self.run.ground_truth or {}).get("canaries"):
+            from fedmem.audit.truth import score_against_truth
+
+            sections["ground_truth_scores"] = score_against_truth(sections)
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(

@@ -95,6 +95,14 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         lines += [f"## {name} ({timings.get(name, 0):.1f} s)", "", method.markdown(sec) or "", ""]
         for title, fname in method.render(sec, str(out)):
             lines += [f"![{title}]({fname})", ""]
+    truth = report["audit"].get("ground_truth_scores")
+    if truth:
+        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        lines += ["## Detectors against the ground truth", "",
+                  "Positives: canaries with >= 2 copies; negatives: generic boilerplate and held-out samples.", "",
+                  "| method | positives | negatives | precision | recall | ROC AUC |", "|---|---|---|---|---|---|"]
+        lines += [f"| {m} | {v['positives']} | {v['negatives']} | {fmt(v['precision'])} | {fmt(v['recall'])} | "
+                  f"{fmt(v['roc_auc'])} |" for m, v in truth.items()]
     md = "\n".join(lines)
     atomic_write_text(out / "report.md", md)
     atomic_write_text(out / "report.html", _markdown_to_html(md, f"fedmem round {server_round}"))

@@ -107,6 +107,9 @@ class MemorizationRatio(AuditMethod):
             "incoherent_dropped": dropped,
             "pairs_checked": len(pairs),
             "ground_truth": self._ground_truth(keep, hits),
+            "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
+                         "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
+                        for i, (s, _) in enumerate(keep)],
         }
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, keep, hits, matched)

@@ -1,0 +1,40 @@
+"""Ground-truth scoring of detectors (SPEC §7) on hand-made rows."""
+
+import pytest
+
+from fedmem.audit.truth import roc_auc, score_against_truth, score_rows, truth_label
+
+
+def test_labels():
+    assert truth_label({"canary": "k", "copies": 4}, "train") is True
+    assert truth_label({"canary": "k", "copies": 1}, "train") is None  # unknown: a single copy
+    assert truth_label({"generic": True}, "train") is False
+    assert truth_label({}, "test") is False
+    assert truth_label({}, "train") is None
+
+
+def test_precision_recall_auc():
+    rows = [
+        {"tags": {"canary": "a", "copies": 8}, "score": 0.9, "decision": True},
+        {"tags": {"canary": "b", "copies": 2}, "score": 0.4, "decision": False},
+        {"tags": {"generic": True}, "score": 0.5, "decision": True},
+        {"tags": {}, "split": "test", "score": 0.1, "decision": False},
+        {"tags": {}, "score": 1.0, "decision": True},  # ordinary train sample: not scored
+    ]
+    s = score_rows(rows)
+    assert (s["positives"], s["negatives"]) == (2, 2)
+    assert s["precision"] == 0.5 and s["recall"] == 0.5
+    assert s["roc_auc"] == pytest.approx(0.75)  # 0.9 beats both, 0.4 beats one of (0.5, 0.1)
+
+
+def test_auc_ties_and_empty():
+    assert roc_auc([1.0], [1.0]) == 0.5
+    assert roc_auc([], [0.0]) is None
+
+
+def test_method_sections_are_read():
+    sections = {"pa": {"samples": [{"tags": {"canary": "a", "copies": 4}, "log10_ratio": 3.0, "pa_memorized": True},
+                                   {"tags": {"generic": True}, "log10_ratio": 0.1, "pa_memorized": False}]},
+                "utility": {"weighted": {}}}
+    out = score_against_truth(sections)
+    assert list(out) == ["pa"] and out["pa"]["precision"] == 1.0 and out["pa"]["roc_auc"] == 1.0
