@@ -120,9 +120,8 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
 def build_audit_run(cfg: ExperimentConfig, data, tokenizer) -> AuditRun:
     """The samples audited every round: fixed per run, chosen by seed.
 
-    Records carrying ground truth (canaries, generic boilerplate) are always included, so the report can score
-    every detector against the truth; the rest is a seeded sample. Duplicated memorization texts (a canary's
-    copies) are audited once.
+    Canary records are always included, so the report can score every detector against the truth; the rest is
+    a seeded uniform sample. Duplicated memorization texts (a canary's copies) are audited once.
     """
     from fedmem.data import format_prompt
 
@@ -152,18 +151,18 @@ def build_audit_run(cfg: ExperimentConfig, data, tokenizer) -> AuditRun:
         )
 
     def pick(records, n: int, client: int, split: str) -> list[AuditSample]:
-        seen, truth, rest = set(), [], []
+        # canaries first (always audited, so the truth can be scored), then a uniform sample of the rest, in
+        # which boilerplate samples occur at their natural rate (MR samples prefixes uniformly, SPEC §3)
+        seen, canaries, rest = set(), [], []
         for i, r in enumerate(records):
             if r.mem_text in seen:
                 continue
             seen.add(r.mem_text)
-            (truth if split == "train" and ("canary" in r.tags or r.tags.get("generic")) else rest).append(i)
+            (canaries if split == "train" and "canary" in r.tags else rest).append(i)
         rng.shuffle(rest)
-        chosen = [i for i in truth if "canary" in records[i].tags]
-        chosen += [i for i in truth if i not in chosen][: max(0, n - len(chosen)) // 2]
         out = []
-        for i in chosen + rest:
-            if len(out) >= max(n, len(chosen)):
+        for i in canaries + rest:
+            if len(out) >= max(n, len(canaries)):
                 break
             s = prepare(records[i], client, split, i)
             if s is not None:
