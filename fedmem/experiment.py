@@ -4,7 +4,6 @@ and the centralized baseline. ``clients/`` and ``server/`` are thin Flower wrapp
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -283,8 +282,3 @@ def run_centralized(cfg: ExperimentConfig) -> Path:
     auditor.finish()
     return auditor.run_dir
 
-
-def dump_json(path, obj) -> None:
-    from fedmem.report import atomic_write_text
-
-    atomic_write_text(path, json.dumps(obj, indent=2))

@@ -10,14 +10,6 @@ import torch
 
 from fedmem.config import ModelConfig
 
-PRESETS = {
-    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
-    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
-    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
-    "llama3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
-    "llama3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
-}
-
 
 def resolve_dtype(name: str) -> torch.dtype:
     if name == "auto":
