@@ -29,15 +29,15 @@ class TinyModelConfig:
     """Architecture and pretraining of the offline tiny preset (a Qwen2 model built from a config)."""
 
     vocab_size: int = _help(2048, "BPE vocabulary trained on the public corpus")
-    hidden_size: int = _help(192, "model width")
-    intermediate_size: int = _help(512, "MLP width")
+    hidden_size: int = _help(128, "model width")
+    intermediate_size: int = _help(384, "MLP width")
     num_hidden_layers: int = _help(4, "transformer blocks")
-    num_attention_heads: int = _help(6, "query heads")
+    num_attention_heads: int = _help(4, "query heads")
     num_key_value_heads: int = _help(2, "key/value heads (grouped-query attention, as in Qwen2.5)")
     max_position_embeddings: int = _help(512, "longest sequence")
     pretrain_epochs: int = _help(1, "epochs over the public corpus to give the base model a prior")
     pretrain_lr: float = _help(3e-3, "AdamW learning rate for pretraining")
-    pretrain_batch_size: int = _help(32, "sequences per pretraining step")
+    pretrain_batch_size: int = _help(8, "sequences per pretraining step (more, smaller steps learn faster here)")
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:

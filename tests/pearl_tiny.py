@@ -10,10 +10,6 @@ import torch
 
 from fedmem.audit.base import AuditRun, AuditSample, Decoding
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 USER_TEMPLATE = "Please continue the following text. {text}"
 
 SUBJECTS = ["The patient", "Our team", "The galaxy", "A doctor", "The committee", "This model", "The river", "A farmer"]
@@ -37,27 +33,10 @@ def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
 
 @functools.lru_cache(maxsize=2)
 def tiny_tokenizer(vocab_size: int = 512):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """The tiny preset's tokenizer recipe (byte-level BPE, ChatML template) on seeded sentences."""
+    from fedmem.model.tiny import train_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(sentences(400, seed=1) + [USER_TEMPLATE], trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"],
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return train_tokenizer(sentences(400, seed=1) + [USER_TEMPLATE], vocab_size)
 
 
 def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
