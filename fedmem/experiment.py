@@ -20,10 +20,14 @@ from fedmem.train import tokenize_examples, train_local
 # ---------------------------------------------------------------- configuration files
 
 
-def load_config(path: str | os.PathLike) -> ExperimentConfig:
-    """A resolved config written by ``fedmem run`` (YAML or JSON), validated."""
+def load_config(path: str | os.PathLike | None) -> ExperimentConfig:
+    """A resolved config written by ``fedmem run`` / ``fedmem resolve`` (YAML), validated; empty: conf/ defaults."""
     import yaml
 
+    if not path:  # `flwr run .` without --run-config: the default experiment
+        from fedmem.cli import compose_dict
+
+        return from_dict({**compose_dict([]), "run_dir": "runs/flwr-default"})
     with open(path) as f:
         return from_dict(yaml.safe_load(f))
 
