@@ -35,7 +35,7 @@ class TinyModelConfig:
     num_attention_heads: int = _help(4, "query heads")
     num_key_value_heads: int = _help(2, "key/value heads (grouped-query attention, as in Qwen2.5)")
     max_position_embeddings: int = _help(512, "longest sequence")
-    pretrain_epochs: int = _help(4, "epochs over the public corpus to give the base model a prior")
+    pretrain_epochs: int = _help(1, "epochs over the public corpus to give the base model a prior")
     pretrain_lr: float = _help(3e-3, "AdamW learning rate for pretraining")
     pretrain_batch_size: int = _help(8, "sequences per pretraining step (more, smaller steps learn faster here)")
 
