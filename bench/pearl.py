@@ -3,7 +3,7 @@
     python bench/pearl.py                      # default audit.pearl sizes, 3 clients
     python bench/pearl.py --n 8 --threads 1    # more samples, one torch thread (steadier on a shared machine)
 
-Model: Qwen2, hidden 256, 4 layers, vocab 4096 (a byte-level BPE trained here on seeded synthetic text),
+Model: the tiny preset's Qwen2 (hidden 128, 4 layers, vocab 2048; its BPE recipe trained here on seeded text),
 prefix 30 / suffix 64 tokens, untrained weights (so every output runs the full 64-token budget: worst case).
 Prints audited samples per second, the time split (perturb / generate / score / MIA) and, as the baseline
 measured in the same run, the speed of generating the same requests one prompt per call (what the audit
@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from fedmem.audit.base import AuditRun, Decoding, RoundContext  # noqa: E402
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity  # noqa: E402
-from tests.pearl_tiny import CHAT_TEMPLATE, make_sample  # noqa: E402
+from tests.pearl_tiny import make_sample  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
              "th", "st", "ch", "br", "on", "er", "in", "at"]
@@ -36,25 +36,14 @@ def corpus(n_sentences: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(words, rng.integers(8, 20))).capitalize() + "." for _ in range(n_sentences)]
 
 
-def build(vocab: int, hidden: int, layers: int, seed: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+def build(seed: int):
+    """The tiny preset's tokenizer recipe and model (TinyModelConfig defaults = conf/model/tiny.yaml), untrained."""
+    from fedmem.config import TinyModelConfig
+    from fedmem.model.tiny import build_model, train_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(corpus(4000, seed), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=["<|im_start|>"])
-    fast.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=hidden // 64, num_key_value_heads=max(1, hidden // 128),
-                      max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
-                      eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
-    return fast, Qwen2ForCausalLM(cfg).eval()
+    cfg = TinyModelConfig()
+    tok = train_tokenizer(corpus(4000, seed), cfg.vocab_size)
+    return tok, build_model(cfg, tok, seed).eval()
 
 
 def main() -> None:
@@ -73,7 +62,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     t0 = time.perf_counter()
-    tok, model = build(4096, 256, 4, seed=0)
+    tok, model = build(seed=0)
     texts = corpus(2 * args.clients * args.n * 4, seed=1)
     train, test, k = {}, {}, 0
     for c in range(args.clients):

@@ -6,7 +6,7 @@ Three ways, same model, same data, same process:
   pairs   (--with-pairs) fedmem.scoring.sequence_logprobs on all (q_i, s) pairs: batched, no cache reuse
 The results are checked against each other; the printed ratio engine / naive is the target (>= 5x).
 
-    python bench/scoring.py                    # tiny-preset-sized Qwen2: hidden 256, 4 layers, vocab 4096
+    python bench/scoring.py                    # the tiny preset's Qwen2 sizes: hidden 128, 4 layers, vocab 2048
     python bench/scoring.py --threads 1 --with-pairs      # one thread; also the batched no-reuse reference
     python bench/scoring.py --suffix-len 8                # the paper's short-suffix regime
 
@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fedmem.scoring import prior_logprobs, sequence_logprobs  # noqa: E402
 
 
-def build_model(vocab: int, hidden: int, layers: int, seed: int):
+def build_model(vocab: int, hidden: int, intermediate: int, layers: int, seed: int):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     cfg = Qwen2Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, pad_token_id=0,
     )
     return Qwen2ForCausalLM(cfg).eval()
@@ -65,8 +65,9 @@ def main() -> None:
     ap.add_argument("--suffixes", type=int, default=64, help="audited suffixes")
     ap.add_argument("--prefix-len", type=int, default=30)
     ap.add_argument("--suffix-len", type=int, default=64)
-    ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--intermediate", type=int, default=384)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=64, help="rows per forward pass (engine and pairs)")
     ap.add_argument("--naive-pairs", type=int, default=512, help="pairs timed for the naive loop (a rate)")
@@ -78,7 +79,7 @@ def main() -> None:
         torch.set_num_threads(a.threads)
 
     rng = np.random.default_rng(0)
-    model = build_model(a.vocab, a.hidden, a.layers, seed=0).to(a.device)
+    model = build_model(a.vocab, a.hidden, a.intermediate, a.layers, seed=0).to(a.device)
     prefixes = [tuple(rng.integers(1, a.vocab, a.prefix_len).tolist()) for _ in range(a.c)]
     suffixes = [tuple(rng.integers(1, a.vocab, a.suffix_len).tolist()) for _ in range(a.suffixes)]
     tokens = a.c * a.suffixes * a.suffix_len

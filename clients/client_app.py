@@ -22,6 +22,9 @@ def make_client_app(config_path: str | None = None) -> ClientApp:
         cfg = load_config(config_path or context.run_config["config-path"])
         torch.set_num_threads(cfg.simulation.torch_threads)
         client = int(context.node_config["partition-id"])
+        if client >= cfg.num_clients:  # e.g. `flwr run` on a federation with more supernodes than clients
+            raise ValueError(f"supernode partition-id {client} but the config has {cfg.num_clients} clients: "
+                             f"run with num-supernodes = data.num_clients ({cfg.num_clients})")
         conf = msg.content["config"]
         state, metrics = client_round(
             cfg,
