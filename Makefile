@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test install install-dev system-deps bench clean
+.PHONY: run test install install-dev system-deps bench flwr-run clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ run: install
 
 test: install-dev
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The same experiment through Flower's own CLI (`flwr run .`, managed local SuperLink, one supernode per client).
+# FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1: run the apps in this venv; otherwise flwr 1.41 builds a runtime
+# env with uv, which resolves torch from PyPI (CUDA build, several GB) even on a CPU machine.
+flwr-run: install
+	@cfg=$$($(BIN)/fedmem resolve $(ARGS) | tail -1) && \
+	n=$$($(BIN)/python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['data']['num_clients'])" "$$cfg") && \
+	PATH="$(CURDIR)/$(BIN):$$PATH" FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \
+	  $(BIN)/flwr run . --run-config "config-path='$$cfg'" --federation-config "num-supernodes=$$n" --stream
 
 bench: install-dev
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
