@@ -69,3 +69,29 @@ def test_config_validation():
         MRConfig(n=0)
     with pytest.raises(ValueError, match="backend"):
         MRConfig(index={"backend": "solr"})
+
+
+def test_ground_truth_counts_leaked_secret_parts(parts, tmp_path):
+    import dataclasses
+
+    tok, model, _ = parts
+    run = make_run(tok, n_clients=2, n_train=3, n_test=1, prefix_len=8, suffix_len=40)
+    tag = lambda s, cid, copies: dataclasses.replace(s, tags={"canary": cid, "copies": copies})  # noqa: E731
+    run.train[0][0] = tag(run.train[0][0], "canary-000", 4)
+    run.train[0][1] = tag(run.train[0][1], "canary-001", 1)
+    run.ground_truth = {"canaries": [
+        {"id": "canary-000", "secret_parts": {"name": "Ada Quill", "record_number": "12345", "phone": "555 1123"}},
+        {"id": "canary-001", "secret_parts": {"name": "Bo Rune", "record_number": "23456", "phone": "555 2234"}},
+    ]}
+    method = MemorizationRatio(MRConfig(n=3), run)
+    prefixes = [s for c in run.clients for s in run.train[c][:3]]
+    texts = ["Completely different words about weather and trains today."] * len(prefixes)
+    texts[0] = "my record number is 12345 and that is all"  # a secret part of canary-000: leaked
+    texts[1] = "my name is Bo Rune"  # the name alone is not counted (names come from a small pool)
+    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path))
+    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
+    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
+    gt = method.audit(ctx)["ground_truth"]["canary_by_copies"]
+    # make_run tags each client's first sample as a 4-copy canary: client 1's has no secret in the truth
+    assert gt["4"] == {"n": 2, "verbatim": 0, "any": 0, "secret_leaked": 1}
+    assert gt["1"] == {"n": 1, "verbatim": 0, "any": 0, "secret_leaked": 0}

@@ -106,7 +106,7 @@ class MemorizationRatio(AuditMethod):
             total_key: {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": dropped,
             "pairs_checked": len(pairs),
-            "ground_truth": self._ground_truth(keep, hits),
+            "ground_truth": self._ground_truth(keep, hits),  # needs the generations: secret parts leaked
             "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
                         for i, (s, _) in enumerate(keep)],
@@ -116,15 +116,23 @@ class MemorizationRatio(AuditMethod):
         return section
 
     def _ground_truth(self, keep, hits) -> dict:
-        """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category."""
+        """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category, and
+        how many generations contain a unique part of the canary's secret (its record number or phone number).
+
+        The last count needs no detector and no retrieval: a verbatim hit can also come from text a canary shares
+        with others (its closing sentence is the public record notes' closing), a leaked secret part cannot.
+        """
+        secrets = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
+                   for k in self.run.ground_truth.get("canaries", [])}
         out: dict[str, Any] = {}
-        for i, (s, _) in enumerate(keep):
+        for i, (s, gen) in enumerate(keep):
             if "canary" in s.tags:
-                row = out.setdefault("canary_by_copies", {}).setdefault(str(s.tags["copies"]),
-                                                                        {"n": 0, "verbatim": 0, "any": 0})
+                row = out.setdefault("canary_by_copies", {}).setdefault(
+                    str(s.tags["copies"]), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0})
                 row["n"] += 1
                 row["verbatim"] += s.client in hits["verbatim"][i]
                 row["any"] += s.client in hits["any"][i]
+                row["secret_leaked"] += any(part in gen for part in secrets.get(s.tags["canary"], []))
             elif s.tags.get("generic"):
                 row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0})
                 row["n"] += 1
@@ -181,8 +189,10 @@ class MemorizationRatio(AuditMethod):
                          f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section[total_key][cat]:.2f} |")
         gt = section.get("ground_truth", {}).get("canary_by_copies")
         if gt:
-            lines += ["", "Canaries hitting their own client (verbatim / any), by copies: " + ", ".join(
-                f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']}" for c, v in sorted(gt.items(), key=lambda kv: int(kv[0])))]
+            lines += ["", "Canaries hitting their own client (verbatim / any) and generations leaking a secret "
+                      "record or phone number, by copies: " + ", ".join(
+                          f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']} / {v.get('secret_leaked', 0)}/{v['n']}"
+                          for c, v in sorted(gt.items(), key=lambda kv: int(kv[0])))]
         lines.append(f"\nIncoherent generations dropped: {section['incoherent_dropped']}; "
                      f"pairs checked by the detector: {section['pairs_checked']}")
         return "\n".join(lines)
