@@ -106,7 +106,7 @@ class MemorizationRatio(AuditMethod):
             total_key: {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": dropped,
             "pairs_checked": len(pairs),
-            "ground_truth": self._ground_truth(keep, hits),  # needs the generations: secret parts leaked
+            "ground_truth": self._ground_truth(keep, hits),
             "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
                         for i, (s, _) in enumerate(keep)],
