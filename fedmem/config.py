@@ -196,7 +196,10 @@ class ExperimentConfig:
         return int(self.data.num_clients)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain dict in the layout of conf/ (method sections back under ``audit``): ``from_dict`` inverts it."""
+        d = dataclasses.asdict(self)
+        d["audit"] = {**{k: v for k, v in d["audit"].items() if k != "sections"}, **d["audit"]["sections"]}
+        return d
 
     def hash(self) -> str:
         """A short hash of everything that changes results (not where they are written)."""
@@ -224,7 +227,8 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
     audit = dict(d.get("audit") or {})
     methods = audit.get("methods", list(AUDIT_METHODS_DEFAULT))
     shared = {f.name for f in dataclasses.fields(AuditConfig)} - {"sections"}
-    sections = {k: v for k, v in audit.items() if k not in shared}
+    # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
+    sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
     audit = {k: v for k, v in audit.items() if k in shared}
     cfg = ExperimentConfig(
         task=_section(TaskConfig, d.get("task"), "task"),

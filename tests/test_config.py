@@ -38,6 +38,19 @@ def test_default_config_is_valid(compose):
     assert cfg.hash() != from_dict(compose("seed=1")).hash()
 
 
+def test_written_config_reads_back_with_every_override(compose, tmp_path):
+    """The Flower apps rebuild the config from the YAML that `fedmem run` writes: method overrides must survive."""
+    from fedmem.experiment import load_config, write_config
+
+    cfg = from_dict(compose("audit.mr.n=7", "audit.pa.c=9", "audit.pearl.perturbation=synonym", "train.lr=0.01"))
+    write_config(cfg, tmp_path / "config.yaml")
+    back = load_config(tmp_path / "config.yaml")
+    assert back == cfg and back.hash() == cfg.hash()
+    assert (back.audit.sections["mr"]["n"], back.audit.sections["pa"]["c"]) == (7, 9)
+    assert back.audit.sections["pearl"]["perturbation"] == "synonym"
+    assert "sections" not in cfg.to_dict()["audit"] and cfg.to_dict()["audit"]["mr"]["n"] == 7  # conf/ layout
+
+
 def test_full_default_composes():
     from fedmem.cli import compose_dict
 
