@@ -22,6 +22,15 @@ def parts():
     return tok, tiny_model(tok), run
 
 
+def audit_with_generations(method, run, model, tok, texts, out_dir):
+    """Run the method with the round's generation pass pre-filled: prefix i "generates" ``texts[i]``."""
+    prefixes = [s for c in run.clients for s in method.samples[c]]
+    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(out_dir))
+    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
+    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
+    return method.audit(ctx)
+
+
 def test_mr_exact_outcome(parts, tmp_path):
     tok, model, run = parts
     method = MemorizationRatio(MRConfig(n=3), run)
@@ -30,10 +39,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     texts = ["Completely different words about weather and trains today."] * len(prefixes)
     texts[0] = "Well, as I said: " + target + " And that was all."  # copies a client-0 suffix verbatim
     texts[4] = "the same thing " * 12  # incoherent: a 3-gram repeated >= 10 times
-    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path))
-    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
-    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
-    sec = method.audit(ctx)
+    sec = audit_with_generations(method, run, model, tok, texts, tmp_path)
     assert len(target) >= 60
     assert sec["matrix"]["verbatim"] == [[pytest.approx(1 / 3), 0.0], [0.0, 0.0]]
     assert sec["matrix"]["any"] == sec["matrix"]["verbatim"]
@@ -84,14 +90,10 @@ def test_ground_truth_counts_leaked_secret_parts(parts, tmp_path):
         {"id": "canary-001", "secret_parts": {"name": "Bo Rune", "record_number": "23456", "phone": "555 2234"}},
     ]}
     method = MemorizationRatio(MRConfig(n=3), run)
-    prefixes = [s for c in run.clients for s in run.train[c][:3]]
-    texts = ["Completely different words about weather and trains today."] * len(prefixes)
+    texts = ["Completely different words about weather and trains today."] * 6  # 2 clients x 3 prefixes
     texts[0] = "my record number is 12345 and that is all"  # a secret part of canary-000: leaked
     texts[1] = "my name is Bo Rune"  # the name alone is not counted (names come from a small pool)
-    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path))
-    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
-    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
-    gt = method.audit(ctx)["ground_truth"]["canary_by_copies"]
+    gt = audit_with_generations(method, run, model, tok, texts, tmp_path)["ground_truth"]["canary_by_copies"]
     # make_run tags each client's first sample as a 4-copy canary: client 1's has no secret in the truth
     assert gt["4"] == {"n": 2, "verbatim": 0, "any": 0, "secret_leaked": 1}
     assert gt["1"] == {"n": 1, "verbatim": 0, "any": 0, "secret_leaked": 0}

@@ -52,6 +52,9 @@ class MemorizationRatio(AuditMethod):
         self.indexes = {c: suffix_index([s.suffix_text for s in self.samples[c]], cfg.index, name=f"c{c}")
                         for c in run.clients}
         self.detector = detector or PlagiarismDetector(cfg.detector)
+        # canary id -> its unique secret parts (record and phone number; names come from a small pool)
+        self.secret_parts = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
+                             for k in run.ground_truth.get("canaries", [])}
 
     def close(self) -> None:
         for ix in self.indexes.values():
@@ -122,8 +125,6 @@ class MemorizationRatio(AuditMethod):
         The last count needs no detector and no retrieval: a verbatim hit can also come from text a canary shares
         with others (its closing sentence is the public record notes' closing), a leaked secret part cannot.
         """
-        secrets = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
-                   for k in self.run.ground_truth.get("canaries", [])}
         out: dict[str, Any] = {}
         for i, (s, gen) in enumerate(keep):
             if "canary" in s.tags:
@@ -132,7 +133,7 @@ class MemorizationRatio(AuditMethod):
                 row["n"] += 1
                 row["verbatim"] += s.client in hits["verbatim"][i]
                 row["any"] += s.client in hits["any"][i]
-                row["secret_leaked"] += any(part in gen for part in secrets.get(s.tags["canary"], []))
+                row["secret_leaked"] += any(part in gen for part in self.secret_parts.get(s.tags["canary"], []))
             elif s.tags.get("generic"):
                 row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0})
                 row["n"] += 1
