@@ -75,6 +75,12 @@ def test_canary_secret_lies_in_the_default_audit_suffix():
         start = len(tok(k["mem_text"][:a])["input_ids"])
         end = len(tok(k["mem_text"][:b])["input_ids"])
         assert 30 <= start and end <= 30 + 64, (k["id"], start, end)
+    # at the default public corpus size every canary's first and last name also occur in public notes: the
+    # base model knows the names, and only their combination (and the numbers) is secret
+    public = " ".join(full.public_corpus)
+    for k in full.ground_truth["canaries"]:
+        name = k["secret_parts"]["name"]
+        assert name not in public and all(f"is {w} " in public or f" {w}," in public for w in name.split()), name
 
 
 def test_boilerplate_is_shared_by_all_clients_and_public(fd):
@@ -103,8 +109,12 @@ def test_public_corpus_is_disjoint_from_every_client_sample(fd):
     for _, _, r in _records(fd):
         assert r.mem_text not in public and r.assistant not in public
     assert any("My full name is" in p for p in fd.public_corpus)  # the canary format, with public names only
-    names = {n for p in fd.public_corpus for n in re.findall(r"My full name is ([A-Z][a-z]+) ", p)}
-    assert names and names <= set(vocab.PUBLIC_FIRST) and not names & set(vocab.CANARY_FIRST)
+    names = {n for p in fd.public_corpus for n in re.findall(r"My full name is ([A-Z][a-z]+ [A-Z][a-z]+),", p)}
+    canary_names = {k["secret_parts"]["name"] for k in fd.ground_truth["canaries"]}
+    assert names and canary_names and not names & canary_names
+    for n in names | canary_names:  # familiar names (one shared pool), combinations split between the two
+        first, last = n.split()
+        assert first in vocab.FIRST_NAMES and last in vocab.LAST_NAMES
 
 
 def test_samples_are_unique_and_look_like_their_specialty(fd):
@@ -182,7 +192,7 @@ def test_too_many_canary_copies_is_one_clear_error():
     with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
         DataConfig(train_per_client=24)
     DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
-    with pytest.raises(ValueError, match="at most 576"):
+    with pytest.raises(ValueError, match="at most 512"):
         DataConfig(num_clients=5, canaries_per_count=30, canary_copies=list(range(1, 5)), train_per_client=9999)
 
 

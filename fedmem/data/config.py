@@ -127,7 +127,7 @@ class TaskConfig:
         return template_fields(self.user_template, self.assistant_template)
 
 
-MAX_CANARIES = 576  # the canary name pool (24 x 24 names, each used once)
+MAX_CANARIES = 512  # the canary name pool (32 x 32 name combinations, half of them canary-only, each used once)
 SPECIALTY_NAMES = ("cardiology", "dermatology", "gastroenterology", "neurology", "pulmonology")
 
 

@@ -80,6 +80,17 @@ def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tupl
     return f"{opening} {boilerplate}", doctor_answer(rng, specialty, opening)  # the quote makes the answer unique
 
 
+def person_name(rng: random.Random, canary: bool) -> str:
+    """A first and last name from the shared pools: public notes get combinations (i, j) with i + j even,
+    canaries i + j odd, so a canary's name is a combination of familiar names that no public text holds."""
+    i = rng.randrange(len(vocab.FIRST_NAMES))
+    j = 2 * rng.randrange(len(vocab.LAST_NAMES) // 2) + (i + canary) % 2
+    return f"{vocab.FIRST_NAMES[i]} {vocab.LAST_NAMES[j]}"
+
+
+MAX_CANARY_NAMES = len(vocab.FIRST_NAMES) * len(vocab.LAST_NAMES) // 2
+
+
 @dataclass(frozen=True)
 class Canary:
     id: str
@@ -110,15 +121,15 @@ def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set
     Short numbers (the tiny model can learn them in a few rounds), unique and unambiguous by construction: the
     record number is ``serial`` (3 digits) plus 2 digits, five digits that no 4-digit group (phones, years)
     can contain; the phone is ``555`` and a digit plus ``serial``; their first digit is never 9, which public
-    numbers always start with. Names come from a pool that nothing else uses, without repetition; numbers and
-    text are redrawn if they still occur in ``avoid``.
+    numbers always start with. Names are combinations of familiar names that no public note uses
+    (:func:`person_name`), without repetition; numbers and text are redrawn if they still occur in ``avoid``.
     """
     for _ in range(1000):
-        name = f"{rng.choice(vocab.CANARY_FIRST)} {rng.choice(vocab.CANARY_LAST)}"
+        name = person_name(rng, canary=True)
         if name not in used_names:
             break
     else:
-        raise ValueError("too many canaries: the canary name pool is exhausted (576 names)")
+        raise ValueError(f"too many canaries: the canary name pool is exhausted ({MAX_CANARY_NAMES} names)")
     used_names.add(name)
     for _ in range(1000):
         mrn = f"{serial:03d}{rng.randint(0, 99):02d}"
@@ -143,7 +154,7 @@ def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set
 def public_intake(rng: random.Random, specialty: str) -> tuple[str, tuple[str, str]]:
     """(text, (record number, phone)): an intake note in the canary format with public names and numbers; the
     numbers are returned so that canaries can avoid them."""
-    name = f"{rng.choice(vocab.PUBLIC_FIRST)} {rng.choice(vocab.PUBLIC_LAST)}"
+    name = person_name(rng, canary=False)
     mrn = f"9{rng.randint(0, 9999):04d}"  # public numbers start with 9, canary numbers never do
     phone = f"555 9{rng.randint(0, 999):03d}"
     return intake_note(rng, specialty, rng.randrange(len(vocab.CANARY_NOTES)), name, mrn, phone)[0], (mrn, phone)

@@ -213,8 +213,8 @@ CANARY_NOTES = [
     "do not forget it.",
     "After my {visit} at {clinic} {specialty} in {town} on {date} about the {symptom}, the desk gave me these "
     "details to bring along next time.",
-    "Insurance claim for the {symptom} treated at the {clinic} {specialty} ward in {town} on {date}, exactly as the "
-    "letter from the hospital says:",
+    "Insurance claim for the {symptom} treated at the {clinic} {specialty} ward in {town} on {date}, written down "
+    "exactly as the letter from the hospital says:",
     "Note from the {visit} at {clinic} {specialty} in {town} on {date}: results about my {symptom} come by post "
     "within two or three weeks.",
 ]
@@ -228,15 +228,13 @@ CLINICS = ["Saint Brigid", "Northgate", "Harbor View", "Silver Lake", "Old Mill"
            "Kestrel Point", "Lantern Hill", "Bramble Court", "Copper Ridge", "Juniper Row"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]
-CANARY_FIRST = ["Amelia", "Bartholomew", "Cordelia", "Desmond", "Evangeline", "Fitzgerald", "Griselda", "Horatio",
-                "Isadora", "Jasper", "Katarina", "Leopold", "Marisol", "Nathaniel", "Ophelia", "Percival",
-                "Rosalind", "Sebastian", "Theodora", "Ulysses", "Valentina", "Winifred", "Xavier", "Yolanda"]
-CANARY_LAST = ["Ashcombe", "Blackwood", "Carrington", "Delacroix", "Everhart", "Fairchild", "Grimsby", "Hollowell",
-               "Ingersoll", "Jettison", "Kingsley", "Lockhart", "Montague", "Northcott", "Oakes", "Pemberton",
-               "Quimby", "Ravenscroft", "Sterling", "Thistlewood", "Underhill", "Vantreight", "Whitlock", "Yardley"]
-
-# Public intake notes use the canary format with these names, which no canary uses.
-PUBLIC_FIRST = ["Alice", "Brian", "Clara", "Daniel", "Emma", "Frank", "Grace", "Henry", "Irene", "Jack", "Laura",
-                "Martin", "Nora", "Oscar", "Paula", "Robert", "Sarah", "Thomas", "Vera", "William"]
-PUBLIC_LAST = ["Adams", "Baker", "Clark", "Davis", "Evans", "Fisher", "Green", "Hall", "Irwin", "Jones", "King",
-               "Lewis", "Moore", "Nelson", "Owens", "Parker", "Reed", "Smith", "Turner", "Walker"]
+# Person names, for canaries and public intake notes alike: common names the tokenizer and the base model see
+# in the public corpus, so that a canary's name costs the prior what a rare *combination* of familiar names costs
+# a pretrained LLM, not what unseen sub-word pieces cost. Combinations split by parity (see ``person_name``):
+# public notes use (first i, last j) with i + j even, canaries i + j odd, so no canary name is ever public.
+FIRST_NAMES = ["Alice", "Brian", "Clara", "Daniel", "Emma", "Frank", "Grace", "Henry", "Irene", "Jack", "Laura",
+               "Martin", "Nora", "Oscar", "Paula", "Robert", "Sarah", "Thomas", "Vera", "William", "Anna", "Peter",
+               "Helen", "George", "Ruth", "David", "Julia", "Simon", "Rose", "Paul", "Mary", "James"]
+LAST_NAMES = ["Adams", "Baker", "Clark", "Davis", "Evans", "Fisher", "Green", "Hall", "Irwin", "Jones", "King",
+              "Lewis", "Moore", "Nelson", "Owens", "Parker", "Reed", "Smith", "Turner", "Walker", "Brown", "Cooper",
+              "Hill", "Ward", "Wood", "Young", "Hughes", "Bell", "Price", "Gray", "Wells", "Stone"]
