@@ -265,4 +265,8 @@ def validate(cfg: ExperimentConfig) -> None:
     for name in cfg.audit.methods:
         if name not in AUDIT_METHODS:
             raise ValueError(f"audit.methods: unknown method {name!r}; known: {sorted(AUDIT_METHODS)}")
-        build_method_config(name, cfg.audit.sections.get(name))
+        method_cfg = build_method_config(name, cfg.audit.sections.get(name))
+        if (name == "pa" and method_cfg.generic is None and method_cfg.n_ratio is None
+                and method_cfg.generic_source == "public" and cfg.data.source != "synthetic"):
+            raise ValueError(f"audit.pa.generic_source=public needs the synthetic source's public corpus (data.source="
+                             f"{cfg.data.source}); use audit.pa.generic_source=appendix_b or give audit.pa.generic")

@@ -187,6 +187,7 @@ def build_audit_run(cfg: ExperimentConfig, data, tokenizer) -> AuditRun:
         ground_truth=data.ground_truth,
         reveal_text=a.reveal_text,
         task_config=cfg.task,
+        public_texts=tuple(data.public_corpus),
     )
 
 

@@ -24,6 +24,14 @@ def test_invalid_config_is_rejected(compose, override, message):
         from_dict(compose(override))
 
 
+def test_tiny_preset_pa_calibration_needs_the_synthetic_public_corpus(compose):
+    # conf/model/tiny.yaml calibrates PA's n on the public corpus, which only the synthetic source has
+    with pytest.raises(ValueError, match="generic_source=public needs the synthetic source"):
+        from_dict(compose("audit.methods=[utility,pa]", "data.source=hf"))
+    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "audit.pa.generic_source=appendix_b"))
+    assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"
+
+
 def test_unknown_option_is_named(compose):
     d = compose()
     d["train"]["learning_rate"] = 1.0

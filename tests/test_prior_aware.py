@@ -14,6 +14,7 @@ import torch
 from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, Decoding, RoundContext, build_method_config
 from fedmem.audit.base import to_jsonable
 from fedmem.audit.prior_aware import (
+    public_generic_pairs,
     GENERIC_LONG,
     GENERIC_SHORT,
     PriorAwareConfig,
@@ -120,6 +121,8 @@ def test_config_rejects_bad_values_with_one_clear_message():
         ({"generic": []}, "audit.pa.generic"),
         ({"generic": ["ok", "  "]}, "audit.pa.generic"),
         ({"top": -1}, "audit.pa.top"),
+        ({"generic_source": "web"}, "audit.pa.generic_source"),
+        ({"generic_count": 0}, "audit.pa.generic_count"),
     ]:
         with pytest.raises(ValueError, match=fragment):
             PriorAwareConfig(**kwargs)
@@ -310,6 +313,29 @@ def test_calibration_gives_one_n_per_model(tokenizer):
     assert fixed.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"] == pytest.approx(2.0)
     own = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic=["thank you for your time please"]), run)
     assert len(own.audit(RoundContext(run=run, round=1, model=a))["calibration"]["sequences"]) == 1
+
+
+def test_public_calibration_set_has_the_audited_shape(tokenizer):
+    rng = random.Random(2)
+    public = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 30))) for _ in range(40)]
+    texts, pairs = public_generic_pairs(tokenizer, public, count=5, prefix_len=6, suffix_len=8, seed=3)
+    assert len(pairs) == 5 and len(set(texts)) == 5
+    for text, (p, s) in zip(texts, pairs):
+        ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+        assert len(p) == 6 and len(s) == 8 and p + s == ids[:14]  # paragraphs too short to cut are skipped
+    assert public_generic_pairs(tokenizer, public, 5, 6, 8, seed=3) == (texts, pairs)  # seeded
+    assert public_generic_pairs(tokenizer, public, 5, 6, 8, seed=4)[0] != texts
+    with pytest.raises(ValueError, match="no paragraph of 400 tokens"):
+        public_generic_pairs(tokenizer, public, 5, 200, 200, seed=3)
+    # the method calibrates n on them; without a public corpus it says what is missing
+    run = make_run(tokenizer, text_samples(tokenizer))
+    with pytest.raises(ValueError, match="needs a data source with a public corpus"):
+        PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public"), run)
+    run.public_texts = tuple(public)
+    method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public", generic_count=4), run)
+    cal = method.audit(RoundContext(run=run, round=1, model=qwen2(len(tokenizer), seed=0)))["calibration"]
+    assert cal["source"] == "public" and len(cal["sequences"]) == 4
+    assert all(row["prefix_tokens"] == 6 and row["suffix_tokens"] == 8 for row in cal["sequences"])
 
 
 def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer):

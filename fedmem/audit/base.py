@@ -71,6 +71,7 @@ class AuditRun:
     ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
     task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)
+    public_texts: tuple[str, ...] = ()  # the data source's public corpus (the tiny base's pretraining text), if any
 
     @property
     def clients(self) -> list[int]:

@@ -20,6 +20,13 @@ For each audited train pair (p, s) of a client:
   sentences for 4-token suffixes and its long ones for 50-token suffixes; here the short set serves suffixes of
   up to 8 tokens and the long set longer ones (the same cut as m). ``generic`` in the config replaces the set.
   The App. B list is copied verbatim except for the trailing list-separator commas of the paper's listing.
+  ``generic_source: public`` calibrates on the data source's public corpus instead: App. B works because a
+  pretrained LLM has seen such sentences many times, and the tiny preset has not (its whole pretraining is the
+  public corpus; measured on it, App. B gives log10 n = -2.4, i.e. the first half of an App. B sentence
+  predicts its second half *worse* than a random clinical prefix does, and every extractable suffix passes n).
+  Its analogue is the public corpus itself: ``generic_count`` paragraphs (seeded), each cut into the audited
+  shape (``prefix_len`` + ``suffix_len`` tokens, split after ``prefix_len``), so that n is measured on pairs
+  of the same length as the audited ones.
 
 The section reports counts (extractable, PA-memorized, their ratio) per client and overall, the log10-ratio
 histogram, per-sample scores (ids only), the top- and lowest-scoring examples (texts through ``run.redact``),
@@ -117,6 +124,12 @@ class PriorAwareConfig:
     generic: list[str] | None = field(
         default=None, metadata={"help": "generic sentences for calibrating n; null: the paper's App. B list"}
     )
+    generic_source: str = field(
+        default="appendix_b",
+        metadata={"help": "appendix_b: the paper's App. B sentences; public: paragraphs of the data source's public "
+                          "corpus (the tiny preset's pretraining text). Ignored when `generic` is set"},
+    )
+    generic_count: int = field(default=32, metadata={"help": "public paragraphs used with generic_source=public"})
     top: int = field(default=5, metadata={"help": "top- and lowest-scoring examples shown in the report"})
     seed: int | None = field(default=None, metadata={"help": "seed of the prior prefixes; null: the run's seed"})
 
@@ -133,6 +146,10 @@ class PriorAwareConfig:
             raise ValueError("audit.pa.generic must be null or a non-empty list of non-empty sentences")
         if self.top < 0:
             raise ValueError(f"audit.pa.top must be >= 0, got {self.top}")
+        if self.generic_source not in ("appendix_b", "public"):
+            raise ValueError(f"audit.pa.generic_source must be appendix_b or public, got {self.generic_source!r}")
+        if self.generic_count < 1:
+            raise ValueError(f"audit.pa.generic_count must be >= 1, got {self.generic_count}")
 
 
 # ---------------------------------------------------------------- the estimator and the decision (pure functions)
@@ -206,6 +223,29 @@ def generic_pairs(tokenizer, texts: list[str]) -> list[tuple[tuple[int, ...], tu
     return pairs
 
 
+def public_generic_pairs(tokenizer, texts, count: int, prefix_len: int, suffix_len: int, seed: int
+                         ) -> tuple[list[str], list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """``count`` seeded public paragraphs long enough for the audited shape, each cut into (first ``prefix_len``
+    tokens, next ``suffix_len`` tokens). Returns (the texts of the pairs, the pairs)."""
+    import random
+
+    order = list(range(len(texts)))
+    random.Random(seed).shuffle(order)
+    out_texts, pairs = [], []
+    for i in order:
+        ids = tuple(tokenizer(texts[i], add_special_tokens=False)["input_ids"])
+        if len(ids) >= prefix_len + suffix_len:
+            out_texts.append(texts[i])
+            pairs.append((ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]))
+            if len(pairs) == count:
+                break
+    if not pairs:
+        raise ValueError(
+            f"audit.pa.generic_source=public: the public corpus has no paragraph of {prefix_len + suffix_len} tokens"
+        )
+    return out_texts, pairs
+
+
 def select_audited(samples: list[AuditSample], n: int) -> list[AuditSample]:
     """The first n samples, canaries first, then generic boilerplate, then the rest (each in run order)."""
 
@@ -277,8 +317,18 @@ class PriorAwareMemorization(AuditMethod):
         self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
         self.pool_size = len(pool)
         self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
-        self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
-        self.generic = generic_pairs(run.tokenizer, self.generic_texts) if cfg.n_ratio is None else []
+        self.generic_texts, self.generic = [], []
+        if cfg.n_ratio is not None:
+            pass  # n is given: nothing to calibrate
+        elif cfg.generic is None and cfg.generic_source == "public":
+            if not run.public_texts:
+                raise ValueError("audit.pa.generic_source=public needs a data source with a public corpus (the "
+                                 "synthetic source); use audit.pa.generic_source=appendix_b")
+            self.generic_texts, self.generic = public_generic_pairs(
+                run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, run.suffix_len, self.seed)
+        else:
+            self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
+            self.generic = generic_pairs(run.tokenizer, self.generic_texts)
 
     # -- per round
     def audit(self, ctx: RoundContext) -> dict:
@@ -351,7 +401,7 @@ class PriorAwareMemorization(AuditMethod):
         log_ratio = log_p_generic - est.log_phat[n_s:]
         log_n = mean_ratio_log(log_ratio)
         return {
-            "source": "generic",
+            "source": "config" if self.cfg.generic is not None else self.cfg.generic_source,
             "log_n": log_n,
             "log10_n": _log10(log_n),
             "mean": "ratio space (the paper's average of P(s|p)/P̂(s))",
