@@ -184,6 +184,30 @@ def test_prior_estimate_mean_and_standard_error():
         prior_estimate(np.zeros((5, 1)), trials=2)
 
 
+def test_prior_estimate_leaves_out_excluded_draws():
+    logq = np.log([[0.1, 0.5], [0.3, 0.2], [0.9, 0.4]])
+    est = prior_estimate(logq, exclude=np.array([[False, False], [False, True], [True, False]]))
+    assert np.exp(est.log_phat) == pytest.approx([0.2, 0.45])  # (0.1 + 0.3) / 2 and (0.5 + 0.4) / 2
+    assert np.exp(est.log_se[0]) == pytest.approx(np.std([0.1, 0.3], ddof=1) / np.sqrt(2))
+    with pytest.raises(ValueError, match="own prefix"):
+        prior_estimate(logq[:1], exclude=np.array([[True, False]]))
+
+
+def test_own_prefix_is_left_out_of_its_prior(tokenizer):
+    # 12 pool prefixes and c = 64 draws: every sample's own prefix is drawn several times
+    run = make_run(tokenizer, text_samples(tokenizer))
+    method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, n_ratio=10.0), run)
+    model = qwen2(len(tokenizer), seed=0)
+    rows = method.audit(RoundContext(run=run, round=1, model=model))["samples"]
+    logq = prior_logprobs(model, method.prior_prefixes, [s.suffix_ids for s in method.audited])
+    for j, (smp, row) in enumerate(zip(method.audited, rows)):
+        own = np.array([q == smp.prefix_ids for q in method.prior_prefixes])
+        assert own.any() and (method.own_prefix[:, j] == own).all()
+        others = logq[~own, j]
+        expected = np.log(np.mean(np.exp(others - others.max()))) + others.max()
+        assert row["log10_prior"] == pytest.approx(expected / math.log(10), abs=1e-6)
+
+
 def test_calibration_mean_is_in_ratio_space():
     assert mean_ratio_log(np.log([1.0, 99.0])) == pytest.approx(math.log(50.0))  # not the geometric mean ~9.9
     assert mean_ratio_log(np.array([2000.0, 2000.0])) == pytest.approx(2000.0)  # no overflow
@@ -279,7 +303,12 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     np.testing.assert_allclose([r["log10_p"] for r in sec["samples"]], lp / math.log(10), atol=1e-6)
     q = method.prior_prefixes
     assert len(q) == 32 and set(q) <= {s.prefix_ids for v in samples.values() for s in v}
-    phat = np.log(np.exp(prior_logprobs(model, q, [s for _, s in pairs])).mean(axis=0))
+    # P̂(s): the mean of the 2 trial means, each over the draws that are not s's own prefix
+    probs = np.exp(prior_logprobs(model, q, [s for _, s in pairs]))
+    own = np.array([[qi == p for p, _ in pairs] for qi in q])
+    trial_means = [np.nanmean(np.where(own[t * 16:(t + 1) * 16], np.nan, probs[t * 16:(t + 1) * 16]), axis=0)
+                   for t in range(2)]
+    phat = np.log(np.mean(trial_means, axis=0))
     np.testing.assert_allclose([r["log10_prior"] for r in sec["samples"]], phat / math.log(10), atol=1e-6)
     # calibrated n = mean ratio over the App. B short set (suffix_len 8), recomputed independently
     gp = generic_pairs(tokenizer, list(GENERIC_SHORT))

@@ -11,6 +11,12 @@ For each audited train pair (p, s) of a client:
   is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error is that of
   the mean of the c samples (std / √c). All P(s|q_i) come from one call of ``fedmem.scoring.prior_logprobs``
   (prefix KV-cache reuse).
+  A deliberate difference from the paper: a suffix's *own* prefix p is left out of its P̂(s) (the draws equal
+  to p are excluded from the means; each sample's P̂ uses the remaining ones). The paper draws 5,000 prefixes
+  from a corpus of millions, where p is practically never drawn; from an audit pool of a few hundred prefixes
+  it is (c = 64 of 192: about 28% of the samples), and then P̂(s) >= P(s|p) / c caps the ratio at exactly c
+  whatever the model memorized (measured on the default run: canaries and boilerplate alike at log10 ratio
+  1.806 = log10 64).
 - extractable: P(s|p) > m;  PA-memorized: extractable and P(s|p) / P̂(s) > n.
 - m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
 - n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
@@ -169,26 +175,35 @@ class PriorEstimate:
     rel_se: np.ndarray  # [S] SE / P̂(s)
 
 
-def prior_estimate(logq: np.ndarray, trials: int = 1) -> PriorEstimate:
+def prior_estimate(logq: np.ndarray, trials: int = 1, exclude: np.ndarray | None = None) -> PriorEstimate:
     """P̂(s) = mean_i P(s|q_i) from log P(s|q_i) of shape [trials * c, S] (rows trial-major), with its SE.
 
-    Averaged in probability space, computed stably: every column is scaled by its maximum before exponentiating.
+    ``exclude`` (same shape, boolean) leaves entries out of their column's means: a suffix's own prefix among
+    the draws (see the module docstring). Averaged in probability space, computed stably: every column is
+    scaled by the maximum of its included entries before exponentiating.
     """
     logq = np.asarray(logq, dtype=np.float64)
     k, s = logq.shape
     if k == 0 or k % trials:
         raise ValueError(f"{k} prior log-probabilities cannot be split into {trials} equal trials")
-    top = logq.max(axis=0)
-    x = np.exp(logq - top)  # in (0, 1]; the column maximum is exactly 1
-    per_trial = x.reshape(trials, k // trials, s).mean(axis=1)  # [trials, S]
+    keep = np.ones_like(logq, dtype=bool) if exclude is None else ~np.asarray(exclude, dtype=bool)
+    n_trial = keep.reshape(trials, k // trials, s).sum(axis=1)  # [trials, S] draws that count
+    if (n_trial == 0).any():
+        raise ValueError("P̂(s): every prior prefix of a trial is the suffix's own prefix; raise audit.pa.c")
+    top = np.where(keep, logq, -np.inf).max(axis=0)
+    x = np.where(keep, np.exp(logq - top), 0.0)  # in [0, 1]; the column maximum is exactly 1
+    per_trial = x.reshape(trials, k // trials, s).sum(axis=1) / n_trial  # [trials, S]
     phat = per_trial.mean(axis=0)
+    n = keep.sum(axis=0)
     if trials > 1:
         se = per_trial.std(axis=0, ddof=1) / math.sqrt(trials)
     elif k > 1:
-        se = x.std(axis=0, ddof=1) / math.sqrt(k)
+        dev = np.where(keep, x - phat, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se = np.sqrt((dev**2).sum(axis=0) / (n - 1)) / np.sqrt(n)  # nan where one draw is left
     else:
         se = np.full(s, np.nan)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         log_se = top + np.log(se)
     return PriorEstimate(log_phat=top + np.log(phat), log_se=log_se, rel_se=se / phat)
 
@@ -316,6 +331,8 @@ class PriorAwareMemorization(AuditMethod):
         idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
         self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
         self.pool_size = len(pool)
+        # own_prefix[i, j]: prior draw i is audited sample j's own prefix (generic columns: never)
+        own = np.array([[q == smp.prefix_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
         self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
         self.generic_texts, self.generic = [], []
         if cfg.n_ratio is not None:
@@ -329,6 +346,7 @@ class PriorAwareMemorization(AuditMethod):
         else:
             self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
             self.generic = generic_pairs(run.tokenizer, self.generic_texts)
+        self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
     # -- per round
     def audit(self, ctx: RoundContext) -> dict:
@@ -338,7 +356,7 @@ class PriorAwareMemorization(AuditMethod):
         log_p_all = ctx.logprobs(pairs + self.generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
         logq = prior_logprobs(ctx.model, self.prior_prefixes, [s for _, s in pairs + self.generic], ctx.batch_size)
-        est = prior_estimate(logq, cfg.trials)
+        est = prior_estimate(logq, cfg.trials, exclude=self.own_prefix)
         log_p, log_phat = log_p_all[:n_s], est.log_phat[:n_s]
         log_ratio = log_p - log_phat
 
