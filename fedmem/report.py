@@ -37,7 +37,7 @@ def save_adapter(model, target: Path) -> None:
     """peft's ``save_pretrained`` (adapter weights + config only) into a temp dir, then renamed into place."""
     target = Path(target)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".adapter-"))
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, save_embedding_layers=False)  # adapter only, also with lm_head targeted (load.py)
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)

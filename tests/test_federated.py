@@ -60,6 +60,8 @@ def test_same_seed_same_adapter_and_other_seed_differs(compose):
     cfg = from_dict(compose())
     model, _ = fresh_lora_model(cfg)
     start = adapter_state(model)
+    # only LoRA weights travel, the lm_head adapter of the tiny preset included, never a frozen base matrix
+    assert all("lora_" in k for k in start) and any("lm_head.lora_" in k for k in start)
     s1, _ = client_round(cfg, 0, start, 1)
     s2, _ = client_round(cfg, 0, start, 1)
     assert all(torch.equal(s1[k], s2[k]) for k in s1)

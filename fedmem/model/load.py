@@ -64,10 +64,15 @@ def wrap_lora(model, cfg: ModelConfig):
 
 
 def adapter_state(model) -> dict[str, torch.Tensor]:
-    """The LoRA weights only (what travels between server and clients), detached CPU copies."""
+    """The LoRA weights only (what travels between server and clients), detached CPU copies.
+
+    ``save_embedding_layers=False``: with ``lm_head`` among the LoRA targets (the tiny preset) peft would otherwise
+    add the frozen base output matrix itself to the state, and every round would ship it both ways.
+    """
     from peft import get_peft_model_state_dict
 
-    return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model).items()}
+    state = get_peft_model_state_dict(model, save_embedding_layers=False)
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
 
 
 def load_adapter_state(model, state: dict[str, torch.Tensor]) -> None:
