@@ -70,6 +70,7 @@ def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_
         id=f"c{client}/{split}/{idx}", client=client, split=split, prompt_ids=tuple(prompt_ids),
         prefix_ids=tuple(prefix_ids), suffix_ids=tuple(suffix_ids), prefix_text=prefix_text,
         suffix_text=tokenizer.decode(suffix_ids), tags=tags or {},
+        reference=tokenizer.decode(suffix_ids),  # the fixture trains the assistant turn to be the suffix (memorize)
     )
 
 

@@ -1,8 +1,16 @@
 """PEARL perturbation sensitivity as a per-round audit method, calibrated on held-out data (SPEC §5).
 
-Per audited sample x = (prefix p, reference suffix y): perturb p at every intensity k, sample
+Per audited sample x = (prefix p, reference y): perturb p at every intensity k, sample
 ``samples_per_intensity`` outputs from the model on each perturbed prompt, score each output against y
 (1 − NCD or ROUGE-L F1), and turn the intensities x outputs table into gfd / falloff / expected_drop.
+
+y is the sample's assistant turn by default (``reference: assistant``): the prompt is the chat-templated user
+turn holding p, so what the model outputs is an assistant turn, and the output it was fine-tuned to give is
+PEARL's reference (for summarization, the title that ROUGE-L is meant for). ``reference: suffix`` scores
+against the memorization suffix instead. Measured on the default experiment's centrally trained model
+(round 3, 6 members, 6 non-members): against the suffix, the unperturbed 1 − NCD was 0.20-0.29 for members and
+0.21-0.34 for non-members (an answer is not the patient text's continuation); against the assistant turn,
+0.28-0.31 for members and 0.22-0.27 for non-members.
 Members are the audited train samples, non-members the same clients' test samples; the decision threshold
 alpha is calibrated per round on the non-members at a target FPR. A loss-threshold membership-inference
 attack on the same samples is reported beside it (PEARL Table 4 shape).
@@ -58,6 +66,9 @@ class PearlConfig:
     intensities: list[int] = _list([0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
     samples_per_intensity: int = _help(10, "outputs sampled per perturbed prompt (PEARL's i)")
     perturbation: str = _help("bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
+    reference: str = _help(
+        "assistant", "what outputs are scored against: assistant (the sample's assistant turn, PEARL's reference "
+                     "output) or suffix (the memorization suffix)")
     metric: str | None = _help(
         None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
     )
@@ -111,6 +122,8 @@ class PearlConfig:
             raise ValueError(f"audit.pearl.fpr_target must be in [0, 1), got {self.fpr_target}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError("audit.pearl.max_new_tokens must be >= 1 (or null for audit.suffix_len)")
+        if self.reference not in ("assistant", "suffix"):
+            raise ValueError(f"audit.pearl.reference must be assistant or suffix, got {self.reference!r}")
         if self.mia_context not in ("prefix", "prompt"):
             raise ValueError(f"audit.pearl.mia_context must be prefix or prompt, got {self.mia_context!r}")
         if self.synonym_senses < 1 or self.hist_bins < 1:
@@ -142,6 +155,12 @@ class PearlSensitivity(AuditMethod):
         self.members = [s for c in run.clients for s in run.train.get(c, [])[: cfg.n]]
         self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
         self.samples = self.members + self.nonmembers
+        if cfg.reference == "assistant":
+            empty = [s.id for s in self.samples if not s.reference.strip()]
+            if empty:
+                raise ValueError(f"audit.pearl.reference=assistant: samples without an assistant turn ({empty[:3]}); "
+                                 "use audit.pearl.reference=suffix")
+        self.references = [s.reference if cfg.reference == "assistant" else s.suffix_text for s in self.samples]
         self.replacer = (
             default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
         )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
@@ -188,10 +207,10 @@ class PearlSensitivity(AuditMethod):
         t1 = time.perf_counter()
 
         tables = np.zeros((len(self.samples), n_k, n_i))
-        for si, s in enumerate(self.samples):
+        for si in range(len(self.samples)):
             for j in range(n_k):
                 texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
-                tables[si, j] = performance(texts, s.suffix_text, self.metric, cfg.zlib_level)
+                tables[si, j] = performance(texts, self.references[si], self.metric, cfg.zlib_level)
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
         t2 = time.perf_counter()
 
