@@ -16,6 +16,7 @@ import pytest
 from fedmem.audit.detector import DetectorConfig, MissingAssetError, PlagiarismDetector, is_incoherent
 from fedmem.audit.detector import align as align_mod
 from fedmem.audit.detector import seeding as seeding_mod
+from fedmem.audit.detector import verbatim as verbatim_mod
 from fedmem.audit.detector.align import AlignedCase, extend, resolve_overlaps
 from fedmem.audit.detector.preprocess import Preprocessor, split_sentences, term_tokens, vectorize
 from fedmem.audit.detector.verbatim import common_runs
@@ -219,8 +220,11 @@ def test_common_runs_match_brute_force():
     for _ in range(50):
         x = rng.integers(0, 4, rng.integers(0, 25))
         y = rng.integers(0, 4, rng.integers(0, 25))
-        i, j, length = common_runs(x, y)
-        assert set(zip(i.tolist(), j.tolist(), length.tolist())) == brute_runs(x.tolist(), y.tolist())
+        expected = brute_runs(x.tolist(), y.tolist())
+        # common_runs (equality matrix) and the row-by-row programme used for very long fragments
+        for runs in (common_runs, verbatim_mod._common_runs_rows):
+            i, j, length = runs(x, y)
+            assert set(zip(i.tolist(), j.tolist(), length.tolist())) == expected
 
 
 # -- incoherence filter (SPEC §3) -------------------------------------------------------------------------------

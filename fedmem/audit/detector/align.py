@@ -46,36 +46,44 @@ class AlignedCase:
 
 
 class PairSpace:
-    """The tf-idf sentence vectors of one pair as sparse matrices over the pair's vocabulary."""
+    """The tf-idf sentence vectors of one pair over the pair's vocabulary, as small dense matrices.
+
+    A pair has a few dozen sentences and a few hundred terms, so dense arrays are cheaper than sparse ones
+    (the sparse version spent most of its time building scipy objects). The sentence-by-sentence cosine matrix
+    is computed once per pair with one sparse product, so every value is the same float whichever case asks.
+    """
 
     def __init__(self, a: PreparedText, b: PreparedText):
         self.a, self.b = a, b
         wa, wb = pair_weights(a, b)
         vocab = np.union1d(a.terms, b.terms)
-        self.WA = sp.csr_array(
-            (wa, (a.entry_sent, np.searchsorted(vocab, a.entry_term))), shape=(a.n, len(vocab))
-        )
-        self.WB = sp.csr_array(
-            (wb, (b.entry_sent, np.searchsorted(vocab, b.entry_term))), shape=(b.n, len(vocab))
-        )
+        col_a = np.searchsorted(vocab, a.entry_term)
+        col_b = np.searchsorted(vocab, b.entry_term)
+        self.WA = np.zeros((a.n, len(vocab)))
+        self.WA[a.entry_sent, col_a] = wa  # (sentence, term) entries are unique
+        self.WB = np.zeros((b.n, len(vocab)))
+        self.WB[b.entry_sent, col_b] = wb
         na = np.sqrt(np.bincount(a.entry_sent, wa * wa, minlength=a.n))
         nb = np.sqrt(np.bincount(b.entry_sent, wb * wb, minlength=b.n))
-        self._inv_na = np.divide(1.0, na, out=np.zeros_like(na), where=na > 0)
-        self._inv_nb = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
+        inv_na = np.divide(1.0, na, out=np.zeros_like(na), where=na > 0)
+        inv_nb = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
+        dots = sp.csr_array((wb, (b.entry_sent, col_b)), shape=self.WB.shape) @ sp.csr_array(
+            (wa, (a.entry_sent, col_a)), shape=self.WA.shape
+        ).T
+        self.cos = dots.toarray() if sp.issparse(dots) else np.asarray(dots)  # (b.n, a.n)
+        self.cos *= inv_nb[:, None]
+        self.cos *= inv_na[None, :]
 
     def fragment_cosine(self, c: AlignedCase) -> float:
         """Cosine of the summed vectors of the two fragments (the validation measure)."""
-        u = np.asarray(self.WA[c.src_lo : c.src_hi + 1].sum(axis=0)).ravel()
-        v = np.asarray(self.WB[c.susp_lo : c.susp_hi + 1].sum(axis=0)).ravel()
+        u = self.WA[c.src_lo : c.src_hi + 1].sum(axis=0)
+        v = self.WB[c.susp_lo : c.susp_hi + 1].sum(axis=0)
         den = float(np.linalg.norm(u) * np.linalg.norm(v))
         return float(u @ v) / den if den > 0 else 0.0
 
     def best_match(self, c: AlignedCase) -> np.ndarray:
         """For each suspicious sentence of c, its highest cosine with a source sentence of c."""
-        block = (self.WB[c.susp_lo : c.susp_hi + 1] @ self.WA[c.src_lo : c.src_hi + 1].T).toarray()
-        block *= self._inv_nb[c.susp_lo : c.susp_hi + 1, None]
-        block *= self._inv_na[None, c.src_lo : c.src_hi + 1]
-        return block.max(axis=1)
+        return self.cos[c.susp_lo : c.susp_hi + 1, c.src_lo : c.src_hi + 1].max(axis=1)
 
 
 def _split(seeds: list[tuple[int, int]], side: int, gap: int) -> list[list[tuple[int, int]]]:

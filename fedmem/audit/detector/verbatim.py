@@ -8,7 +8,8 @@ Differences from the reference (``longest_common_substring_all``), all deliberat
 - A sequence is verbatim when it covers at least ``verbatim_minlen`` characters in both texts (the reference
   measured one side with ``>``; the cross-client paper asks for "at least 50 characters").
 - Of two sequences with the same generated-side span only one is kept (the reference dropped both).
-- The dynamic programme runs one numpy row at a time (memory O(m)), so long fragments stay affordable.
+- The runs come from the word-equality matrix in a few numpy operations; above ``MAX_CELLS`` word pairs the
+  dynamic programme runs one numpy row at a time instead (memory O(m)), so long fragments stay affordable.
 """
 
 from __future__ import annotations
@@ -28,8 +29,38 @@ def _word_ids(keys: list[str], table: dict[str, int]) -> np.ndarray:
     return out
 
 
+# Above this many word pairs the equality matrix is not built; the row-by-row programme runs instead.
+MAX_CELLS = 4_000_000
+
+
 def common_runs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All maximal diagonal runs x[i:i+L] == y[j:j+L], as arrays (i, j, L)."""
+    n, m = len(x), len(y)
+    if 0 < n * m <= MAX_CELLS:
+        return _common_runs_matrix(x, y)
+    return _common_runs_rows(x, y)
+
+
+def _common_runs_matrix(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same runs from the whole equality matrix: along each diagonal the k-th run start pairs with the k-th
+    run end, so sorting both by (diagonal, row) gives the runs without a loop."""
+    eq = x[:, None] == y[None, :]
+    before = np.zeros_like(eq)
+    before[1:, 1:] = eq[:-1, :-1]
+    after = np.zeros_like(eq)
+    after[:-1, :-1] = eq[1:, 1:]
+    si, sj = np.nonzero(eq & ~before)
+    ei, ej = np.nonzero(eq & ~after)
+    if len(si) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    s_order = np.lexsort((si, sj - si))
+    e_order = np.lexsort((ei, ej - ei))
+    i, j = si[s_order].astype(np.int64), sj[s_order].astype(np.int64)
+    return i, j, ei[e_order].astype(np.int64) - i + 1
+
+
+def _common_runs_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n, m = len(x), len(y)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
