@@ -153,6 +153,49 @@ def test_lexical_overlap_with_other_meaning_is_paraphrase_low(detector):
     assert_offsets_valid(gen, suf, det)
 
 
+class EagerGateDetector(PlagiarismDetector):
+    """The entity gate as first written: every fragment of both sides tagged, then compared."""
+
+    def _entity_gate(self, pending):
+        from fedmem.audit.detector.detector import _fragment
+        from fedmem.audit.detector.ner import entities_match, entity_sets, load_ner
+
+        keys = [(k, i, c) for k, p in pending.items() for i, c in enumerate(p.cases)]
+        src = [_fragment(pending[k].a, c.src_lo, c.src_hi) for k, _, c in keys]
+        susp = [_fragment(pending[k].b, c.susp_lo, c.susp_hi) for k, _, c in keys]
+        nlp = load_ner(self.cfg.ner_model)
+        return {
+            (k, i): entities_match(x, y)
+            for (k, i, _), x, y in zip(keys, entity_sets(nlp, src), entity_sets(nlp, susp))
+        }
+
+
+def test_lazy_entity_gate_tags_the_suffix_side_only_when_needed(detector):
+    frame_gen = GEN_BEFORE + "Thank you for your question, I will try to answer it as well as I can." + GEN_AFTER
+    frame_suf = SUF_BEFORE + "Thank you for your donation, I will try to use it as well as I can for the shelter." + SUF_AFTER
+    # The generated fragment has no entity: it matches whatever the suffix fragment holds, which is not tagged.
+    detector.reset_stats()
+    assert detector.detect(frame_gen, frame_suf).category == "paraphrase_low"
+    assert detector.counts["ner_fragments"] == 1
+    # The generated fragment names a person and places: the suffix fragment must be tagged too.
+    detector.reset_stats()
+    assert detector.detect(PARA_GEN, PARA_SUF.replace("Boston", "Denver")).category == "none"
+    assert detector.counts["ner_fragments"] == 2
+    # Same verdicts, cases and scores as tagging every fragment.
+    pairs = [
+        (frame_gen, frame_suf),
+        (PARA_GEN, PARA_SUF),
+        (PARA_GEN, PARA_SUF.replace("Boston", "Denver")),
+        (PARA_GEN, PARA_SUF.replace("Dr. Alice Martin", "a cardiologist")),
+        (PARA_GEN.replace("Dr. Alice Martin", "a cardiologist"), PARA_SUF),
+        (PARA_SUF, PARA_GEN.replace("Alice Martin", "Laura Chen")),
+    ]
+    eager = EagerGateDetector(detector.cfg).detect_batch(pairs)
+    lazy = detector.detect_batch(pairs)
+    assert [(d.category, d.cases, d.scores) for d in lazy] == [(d.category, d.cases, d.scores) for d in eager]
+    assert {d.category for d in lazy} >= {"none", "paraphrase_low", "paraphrase_high"}
+
+
 def test_condensed_long_text_is_idea(detector):
     assert len(LONG_ACCOUNT) >= 3 * len(CONDENSED)
     det = detector.detect(LONG_ACCOUNT, CONDENSED)

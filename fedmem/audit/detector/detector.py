@@ -5,7 +5,8 @@
 1. preprocess every distinct text once (sentences, stems), then number the batch's terms;
 2. seeding for all pairs in one vectorized pass (:mod:`.seeding`); pairs without seeds are ``none`` here;
 3. per seeded pair: extension + filtering (:mod:`.align`), verbatim test, idea test (summary re-run);
-4. named entities of all remaining aligned fragments in one spaCy pass (:mod:`.ner`);
+4. named entities of the remaining aligned fragments in batched spaCy passes (:mod:`.ner`): generated side
+   first, then only the suffix-side fragments whose partner has entities (an empty set matches anything);
 5. paraphrase probabilities of all sentence pairs of the fragments whose entities match, in one scorer call.
 
 The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The entity check runs
@@ -163,22 +164,24 @@ class PlagiarismDetector:
         return _Pending(a, b, cases, scores)
 
     def _entity_gate(self, pending: dict[int, _Pending]) -> dict[tuple[int, int], bool]:
-        """(pair, case) -> do the named entities of the two fragments match."""
-        fragments: dict[str, frozenset[str] | None] = {}
-        for p in pending.values():
-            for c in p.cases:
-                fragments.setdefault(_fragment(p.a, c.src_lo, c.src_hi), None)
-                fragments.setdefault(_fragment(p.b, c.susp_lo, c.susp_hi), None)
-        texts = list(fragments)
-        self.counts["ner_fragments"] += len(texts)
-        for text, ents in zip(texts, entity_sets(load_ner(self.cfg.ner_model), texts)):
-            fragments[text] = ents
-        return {
-            (k, i): entities_match(fragments[_fragment(p.a, c.src_lo, c.src_hi)],
-                                   fragments[_fragment(p.b, c.susp_lo, c.susp_hi)])
+        """(pair, case) -> do the named entities of the two fragments match.
+
+        Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
+        generated-side fragments are tagged first and a suffix-side fragment only when its partner has entities.
+        The verdicts are those of tagging every fragment; only the spaCy work shrinks.
+        """
+        nlp = load_ner(self.cfg.ner_model)
+        frags = {
+            (k, i): (_fragment(p.a, c.src_lo, c.src_hi), _fragment(p.b, c.susp_lo, c.susp_hi))
             for k, p in pending.items()
             for i, c in enumerate(p.cases)
         }
+        src_texts = list(dict.fromkeys(src for src, _ in frags.values()))
+        ents = dict(zip(src_texts, entity_sets(nlp, src_texts)))
+        susp_texts = list(dict.fromkeys(susp for src, susp in frags.values() if ents[src] and susp not in ents))
+        ents.update(zip(susp_texts, entity_sets(nlp, susp_texts)))
+        self.counts["ner_fragments"] += len(src_texts) + len(susp_texts)
+        return {key: not ents[src] or entities_match(ents[src], ents[susp]) for key, (src, susp) in frags.items()}
 
     def _paraphrase(self, pending: dict[int, _Pending], ner_ok: dict[tuple[int, int], bool]) -> dict[int, Detection]:
         cfg = self.cfg
