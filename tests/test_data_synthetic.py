@@ -192,6 +192,10 @@ def test_too_many_canary_copies_is_one_clear_error():
     with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
         DataConfig(train_per_client=24)
     DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
+    from fedmem.data.config import MAX_CANARIES
+    from fedmem.data.synthetic.text import MAX_CANARY_NAMES
+
+    assert MAX_CANARIES == MAX_CANARY_NAMES == 512  # the config's limit is the name pool's size
     with pytest.raises(ValueError, match="at most 512"):
         DataConfig(num_clients=5, canaries_per_count=30, canary_copies=list(range(1, 5)), train_per_client=9999)
 
