@@ -335,17 +335,16 @@ class PriorAwareMemorization(AuditMethod):
         own = np.array([[q == smp.prefix_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
         self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
         self.generic_texts, self.generic = [], []
-        if cfg.n_ratio is not None:
-            pass  # n is given: nothing to calibrate
-        elif cfg.generic is None and cfg.generic_source == "public":
-            if not run.public_texts:
-                raise ValueError("audit.pa.generic_source=public needs a data source with a public corpus (the "
-                                 "synthetic source); use audit.pa.generic_source=appendix_b")
-            self.generic_texts, self.generic = public_generic_pairs(
-                run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, run.suffix_len, self.seed)
-        else:
-            self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
-            self.generic = generic_pairs(run.tokenizer, self.generic_texts)
+        if cfg.n_ratio is None:  # n is calibrated: build the generic set
+            if cfg.generic is None and cfg.generic_source == "public":
+                if not run.public_texts:
+                    raise ValueError("audit.pa.generic_source=public needs a data source with a public corpus (the "
+                                     "synthetic source); use audit.pa.generic_source=appendix_b")
+                self.generic_texts, self.generic = public_generic_pairs(
+                    run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, run.suffix_len, self.seed)
+            else:
+                self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
+                self.generic = generic_pairs(run.tokenizer, self.generic_texts)
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
     # -- per round
