@@ -23,6 +23,7 @@ FAST = [
     "data.test_per_client=6",
     "data.public_size=200",
     "data.canary_copies=[1,4]",
+    "data.shared_canary_copies=[]",
     "audit.samples_per_client=6",
     "audit.test_per_client=3",
     "audit.suffix_len=32",

@@ -12,7 +12,7 @@ from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_trut
 from fedmem.data.synthetic import check_ground_truth, vocab
 from tests.fixtures.bpe import bpe_tokenizer
 
-SMALL = dict(train_per_client=80, test_per_client=10, public_size=300)
+SMALL = dict(train_per_client=80, test_per_client=10, public_size=300, shared_canary_copies=[])  # own canaries only
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_canary_text_shape(fd):
 def test_canary_secret_lies_in_the_default_audit_suffix():
     """With a tokenizer like the tiny preset's (byte-level BPE, 2048 merges on the public corpus), the secret starts
     after a 30-token prefix and ends within the next 64 tokens (audit defaults prefix_len=30, suffix_len=64)."""
-    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=40, test_per_client=5), seed=0)
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=60, test_per_client=5), seed=0)
     tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
     for k in full.ground_truth["canaries"]:
         a, b = k["secret_char_span"]
@@ -158,7 +158,7 @@ def test_ground_truth_round_trips_and_is_saved_next_to_the_data(fd, tmp_path):
 
 def test_check_ground_truth_catches_a_wrong_truth(fd):
     bad = dataclasses.replace(fd, ground_truth=json.loads(json.dumps(fd.ground_truth)))
-    bad.ground_truth["canaries"][0]["client"] = (bad.ground_truth["canaries"][0]["client"] + 1) % 3
+    bad.ground_truth["canaries"][0]["record_clients"][0] = (bad.ground_truth["canaries"][0]["client"] + 1) % 3
     with pytest.raises(AssertionError, match="canary"):
         check_ground_truth(bad)
     bad = dataclasses.replace(fd, public_corpus=fd.public_corpus + [fd.ground_truth["canaries"][2]["mem_text"]])
@@ -168,7 +168,8 @@ def test_check_ground_truth_catches_a_wrong_truth(fd):
 
 def test_canary_options_and_two_clients():
     data = DataConfig(num_clients=2, train_per_client=24, test_per_client=6, public_size=200,
-                      canary_copies=[1, 3], canaries_per_count=2, canary_clients=[1])
+                      canary_copies=[1, 3], canaries_per_count=2, canary_clients=[1],
+                      shared_canary_copies=[])
     fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
     truth = fd.ground_truth["canaries"]
     assert sorted(k["copies"] for k in truth) == [1, 1, 3, 3] and {k["client"] for k in truth} == {1}
@@ -178,19 +179,40 @@ def test_canary_options_and_two_clients():
     assert none.ground_truth["canaries"] == [] and [len(c.train) for c in none.clients] == [24, 24]
 
 
+def test_shared_canaries_are_dealt_round_robin_over_the_canary_clients():
+    data = DataConfig(num_clients=3, train_per_client=30, test_per_client=6, public_size=200,
+                      canary_copies=[1, 2], shared_canary_copies=[2, 7], canary_clients=[0, 2])
+    assert data.canary_copies_by_client() == {0: 3 + 1 + 3, 1: 0, 2: 3 + 1 + 4}  # 2 -> [0, 2]; 7 -> [2, 0, 2, ...]
+    fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
+    shared = [k for k in fd.ground_truth["canaries"] if k["shared"]]
+    assert [(k["copies"], k["clients"]) for k in shared] == [(2, [0, 2]), (7, [0, 2])]
+    assert shared[1]["record_clients"] == [2, 0, 2, 0, 2, 0, 2]
+    for k in shared:  # every copy sits in the train split of the client the truth names, tagged as shared
+        for rid, c in zip(k["record_ids"], k["record_clients"]):
+            rec = next(r for r in fd.clients[c].train if r.id == rid)
+            assert rec.tags == {"canary": k["id"], "copies": k["copies"], "shared": True}
+            assert k["secret"] in rec.mem_text
+    assert [len(c.train) for c in fd.clients] == [30, 30, 30]
+    own = [k for k in fd.ground_truth["canaries"] if not k["shared"]]
+    plain = load_federated(TaskConfig(name="dialog"), dataclasses.replace(data, shared_canary_copies=[]), seed=0)
+    assert [k["secret"] for k in own] == [k["secret"] for k in plain.ground_truth["canaries"]]  # own ones unchanged
+    with pytest.raises(ValueError, match="shared_canary_copies must be distinct counts >= 2"):
+        DataConfig(shared_canary_copies=[1])
+
+
 def test_hundreds_of_canaries_keep_unique_secrets():
     """480 canaries: every name, record number and phone occurs in exactly its own copies (check_ground_truth runs
     on every generation and would raise otherwise)."""
     data = DataConfig(train_per_client=300, test_per_client=5, public_size=400, canary_copies=[1, 2],
-                      canaries_per_count=80, generic_fraction=0.1)
+                      canaries_per_count=80, generic_fraction=0.1, shared_canary_copies=[])
     fd = load_federated(TaskConfig(name="dialog"), data, seed=3)
     parts = [p for k in fd.ground_truth["canaries"] for p in k["secret_parts"].values()]
     assert len(fd.ground_truth["canaries"]) == 480 and len(set(parts)) == len(parts)
 
 
 def test_too_many_canary_copies_is_one_clear_error():
-    with pytest.raises(ValueError, match="31 canary copies .* fewer than data.train_per_client=24"):
-        DataConfig(train_per_client=24)
+    with pytest.raises(ValueError, match="46 canary copies .* fewer than data.train_per_client=24"):
+        DataConfig(train_per_client=24)  # 31 own + 15 shared (3 + 6 + 12 + 24 dealt over 3 clients)
     DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
     from fedmem.data.config import MAX_CANARIES
     from fedmem.data.synthetic.text import MAX_CANARY_NAMES

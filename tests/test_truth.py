@@ -38,3 +38,13 @@ def test_method_sections_are_read():
                 "utility": {"weighted": {}}}
     out = score_against_truth(sections)
     assert list(out) == ["pa"] and out["pa"]["precision"] == 1.0 and out["pa"]["roc_auc"] == 1.0
+
+
+def test_canary_groups_keep_shared_canaries_apart_and_in_order():
+    from fedmem.audit.truth import canary_group, canary_group_order
+
+    keys = [canary_group(t) for t in ({"canary": "a", "copies": 16}, {"canary": "b", "copies": 3, "shared": True},
+                                       {"canary": "c", "copies": 2}, {"canary": "d", "copies": 24, "shared": True})]
+    assert keys == ["16", "3 shared", "2", "24 shared"]
+    assert sorted(keys, key=canary_group_order) == ["2", "16", "3 shared", "24 shared"]
+    assert truth_label({"canary": "b", "copies": 3, "shared": True}, "train") is True

@@ -17,6 +17,7 @@ from typing import Any
 from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
 from fedmem.audit.mr_stats import mr_figures
 from fedmem.audit.suffix_index import IndexConfig, suffix_index
+from fedmem.audit.truth import canary_group, canary_group_order
 
 CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
 
@@ -129,7 +130,7 @@ class MemorizationRatio(AuditMethod):
         for i, (s, gen) in enumerate(keep):
             if "canary" in s.tags:
                 row = out.setdefault("canary_by_copies", {}).setdefault(
-                    str(s.tags["copies"]), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0})
+                    canary_group(s.tags), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0})
                 row["n"] += 1
                 row["verbatim"] += s.client in hits["verbatim"][i]
                 row["any"] += s.client in hits["any"][i]
@@ -193,7 +194,7 @@ class MemorizationRatio(AuditMethod):
             lines += ["", "Canaries hitting their own client (verbatim / any) and generations leaking a secret "
                       "record or phone number, by copies: " + ", ".join(
                           f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']} / {v.get('secret_leaked', 0)}/{v['n']}"
-                          for c, v in sorted(gt.items(), key=lambda kv: int(kv[0])))]
+                          for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0])))]
         lines.append(f"\nIncoherent generations dropped: {section['incoherent_dropped']}; "
                      f"pairs checked by the detector: {section['pairs_checked']}")
         return "\n".join(lines)

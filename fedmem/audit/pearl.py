@@ -43,6 +43,7 @@ from fedmem.audit.performance import METRICS, performance
 from fedmem.audit.perturb import PERTURBATIONS, bitflip, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
+from fedmem.audit.truth import canary_group
 
 
 def _help(default, text: str):
@@ -380,7 +381,7 @@ class PearlSensitivity(AuditMethod):
             if not is_member[i]:
                 continue
             if s.tags.get("canary") is not None:
-                key = f"canary_copies={s.tags.get('copies', '?')}"
+                key = f"canary_copies={canary_group(s.tags)}"
             elif s.tags.get("generic"):
                 key = "generic"
             else:

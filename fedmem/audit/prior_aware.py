@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.scoring import prior_logprobs
 
 LN10 = math.log(10.0)
@@ -377,7 +378,7 @@ class PriorAwareMemorization(AuditMethod):
                 "log10_prior_se": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
                 "log10_ratio": _log10(log_ratio[i]),
                 "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]),
-                "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "generic")},
+                "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "shared", "generic")},
             }
             for i, s in enumerate(samples)
         ]
@@ -444,10 +445,10 @@ class PriorAwareMemorization(AuditMethod):
         if not canary.any() and not generic.any():
             return {}
         out: dict = {"canary": {}}
-        copies = np.array([int(s.tags.get("copies", 1)) if "canary" in s.tags else 0 for s in samples])
-        for k in sorted(set(copies[canary].tolist())):
-            sel = canary & (copies == k)
-            out["canary"][str(k)] = _counts(ext[sel], pa[sel])
+        group = np.array([canary_group(s.tags) if "canary" in s.tags else "" for s in samples])
+        for k in sorted(set(group[canary].tolist()), key=canary_group_order):
+            sel = canary & (group == k)
+            out["canary"][k] = _counts(ext[sel], pa[sel])
         if generic.any():
             out["generic"] = _counts(ext[generic], pa[generic])
         rest = ~canary & ~generic

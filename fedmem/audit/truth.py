@@ -20,6 +20,17 @@ def truth_label(tags: dict, split: str) -> bool | None:
     return None
 
 
+def canary_group(tags: dict) -> str:
+    """The report key of a canary: its copy count, marked when the copies are shared by several clients."""
+    return f"{tags.get('copies', '?')}{' shared' if tags.get('shared') else ''}"
+
+
+def canary_group_order(key: str) -> tuple:
+    """Sort key for ``canary_group`` keys: a client's own canaries first, then shared ones; by copies."""
+    copies, _, shared = key.partition(" ")
+    return (bool(shared), int(copies) if copies.isdigit() else 0)
+
+
 def roc_auc(pos: list[float], neg: list[float]) -> float | None:
     """Mann-Whitney AUC: P(score of a positive > score of a negative), ties counted half."""
     if not pos or not neg:

@@ -156,6 +156,11 @@ class DataConfig:
     )
     canary_copies: list[int] = _factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
     canaries_per_count: int = _help(1, "synthetic: canaries per copy count in every canary client")
+    shared_canary_copies: list[int] = _factory(
+        [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt round-robin over "
+        "the canary clients (the same record held by several clients); FedAvg averages a client's own canary with "
+        "updates that never saw it, but every holder's update pushes a shared one"
+    )
     canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")
     generic_fraction: float = _help(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
     num_boilerplates: int = _help(4, "synthetic: how many boilerplate closings the clients share")
@@ -198,6 +203,10 @@ class DataConfig:
         self.canary_copies = [int(c) for c in self.canary_copies]
         if any(c < 1 for c in self.canary_copies) or len(set(self.canary_copies)) != len(self.canary_copies):
             raise ValueError(f"data.canary_copies must be distinct counts >= 1, got {self.canary_copies}")
+        self.shared_canary_copies = [int(c) for c in self.shared_canary_copies]
+        if any(c < 2 for c in self.shared_canary_copies) or len(set(self.shared_canary_copies)) != len(
+                self.shared_canary_copies):
+            raise ValueError(f"data.shared_canary_copies must be distinct counts >= 2, got {self.shared_canary_copies}")
         if self.canaries_per_count < 0:
             raise ValueError(f"data.canaries_per_count must be >= 0, got {self.canaries_per_count}")
         if self.canary_clients is not None:
@@ -221,17 +230,37 @@ class DataConfig:
         if self.source == "synthetic" and self.canary_copies_per_client() >= self.train_per_client:
             raise ValueError(
                 f"data: a canary client holds {self.canary_copies_per_client()} canary copies "
-                f"(canaries_per_count x sum(canary_copies)), which must be fewer than "
+                f"(canaries_per_count x sum(canary_copies), plus its share of shared_canary_copies), which must be "
+                f"fewer than "
                 f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
             )
 
+    def canary_holders(self) -> list[int]:
+        return list(range(self.num_clients)) if self.canary_clients is None else list(self.canary_clients)
+
     def num_canaries(self) -> int:
-        clients = self.num_clients if self.canary_clients is None else len(self.canary_clients)
-        return len(self.canary_copies) * self.canaries_per_count * clients
+        return len(self.canary_copies) * self.canaries_per_count * len(self.canary_holders()) + len(
+            self.shared_canary_copies)
+
+    def shared_copy_clients(self, t: int) -> list[int]:
+        """The client of each copy of shared canary number ``t``: round-robin over the canary clients, starting one
+        further along for every canary so that the remainders do not all land on the first client."""
+        holders = self.canary_holders()
+        return [holders[(t + m) % len(holders)] for m in range(self.shared_canary_copies[t])]
+
+    def canary_copies_by_client(self) -> dict[int, int]:
+        """Canary copies (own and shared) in each client's train split (synthetic source)."""
+        out = {c: 0 for c in range(self.num_clients)}
+        for c in self.canary_holders():
+            out[c] += self.canaries_per_count * sum(self.canary_copies)
+        for t in range(len(self.shared_canary_copies)):
+            for c in self.shared_copy_clients(t):
+                out[c] += 1
+        return out
 
     def canary_copies_per_client(self) -> int:
-        """Canary copies in the train split of each canary client (synthetic source)."""
-        return self.canaries_per_count * sum(self.canary_copies)
+        """The most canary copies any client's train split holds (synthetic source)."""
+        return max(self.canary_copies_by_client().values())
 
 
 def check_configs(task: TaskConfig, data: DataConfig) -> None:

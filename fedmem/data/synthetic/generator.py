@@ -21,12 +21,15 @@ What it plants, and why:
   closing. All copies are identical and go into that client's train split only, in place of ordinary
   samples (|D_j| stays ``train_per_client``); the doctor's answer repeats the secret. Tag:
   ``{"canary": id, "copies": n}``.
+- **Shared canaries.** One canary per count in ``shared_canary_copies``, its copies dealt round-robin over the
+  canary clients (the same record held by several clients). Under FedAvg a client's own canary is averaged with
+  updates that never saw it; a shared one is pushed by every holder. Tag: ``{..., "shared": True}``.
 - **Public corpus.** ``public_size`` paragraphs (patient text + doctor answer; some ending in boilerplate,
   some intake notes in the canary format with public names and numbers) from a separate random stream: never
   a canary, never a client sample. It trains the tiny tokenizer and gives the tiny base model its prior.
 
 Everything is a function of the seed and the config. ``ground_truth`` lists every client's record ids, every
-canary (client, copies, secret, record ids) and every boilerplate (text, record ids); :func:`check_ground_truth`
+canary (clients, copies, secret, record ids and their clients) and every boilerplate (text, record ids); :func:`check_ground_truth`
 verifies it against the data and runs on every generation.
 """
 
@@ -115,8 +118,9 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
                                                       data.public_record_fraction)
     public_patients = set(seen)  # client texts must avoid these; ``seen`` grows with the clients' texts
 
-    canary_clients = data.canary_clients if data.canary_clients is not None else list(range(L))
-    n_ordinary = [data.train_per_client - (data.canary_copies_per_client() if c in canary_clients else 0)
+    canary_clients = data.canary_holders()
+    by_client = data.canary_copies_by_client()
+    n_ordinary = [data.train_per_client - by_client[c]
                   for c in range(L)]  # canary copies take the place of ordinary samples: |D_j| = train_per_client
 
     # Ordinary samples: one pool per client, train and test drawn separately so both hold every boilerplate.
@@ -146,16 +150,26 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
     used_names: set[str] = set()
     avoid = set(public) | public_numbers  # a canary is never in the public corpus, not even its numbers
     serial = 0
+
+    def place(k, copies: int, holders: list[int], shared: bool) -> None:
+        ids = [f"{k.id}-copy{m:02d}" for m in range(copies)]
+        canaries.append({"canary": k, "client": holders[0], "clients": sorted(set(holders)), "copies": copies,
+                         "shared": shared, "record_ids": ids, "record_clients": holders})
+        tags = {"canary": k.id, "copies": copies, **({"shared": True} if shared else {})}
+        for rid, c in zip(ids, holders):
+            placed[c].append((rid, {"patient": k.patient, "doctor": k.doctor}, dict(tags)))
+
     for copies in data.canary_copies:
         for c in canary_clients:
             for _ in range(data.canaries_per_count):
                 k = text.make_canary(canary_rng, serial, specialties[c], used_names, avoid)
                 serial += 1
-                ids = [f"{k.id}-copy{m:02d}" for m in range(copies)]
-                canaries.append({"canary": k, "client": c, "copies": copies, "record_ids": ids})
-                for rid in ids:
-                    placed[c].append((rid, {"patient": k.patient, "doctor": k.doctor},
-                                      {"canary": k.id, "copies": copies}))
+                place(k, copies, [c] * copies, shared=False)
+    for t, copies in enumerate(data.shared_canary_copies):  # one canary, its copies dealt over the canary clients
+        holders = data.shared_copy_clients(t)
+        k = text.make_canary(canary_rng, serial, specialties[holders[0]], used_names, avoid)
+        serial += 1
+        place(k, copies, holders, shared=True)
 
     def render(rows, c: int) -> list[Record]:
         return [render_record(task.user_template, task.assistant_template, task.mem_field, fields, rid,
@@ -188,7 +202,9 @@ def _ground_truth(task, data, seed, specialties, clients, canaries, public_patie
         start = k.patient.index(k.secret)
         out_canaries.append({
             "id": k.id,
-            "client": entry["client"],
+            "client": entry["client"],  # the first holder; ``clients`` lists all (several for a shared canary)
+            "clients": entry["clients"],
+            "shared": entry["shared"],
             "copies": entry["copies"],
             "secret": k.secret,
             "secret_parts": dict(k.parts),
@@ -197,6 +213,7 @@ def _ground_truth(task, data, seed, specialties, clients, canaries, public_patie
             "secret_word_offset": len(k.patient[:start].split()),
             "mem_text_words": len(k.patient.split()),
             "record_ids": list(entry["record_ids"]),
+            "record_clients": list(entry["record_clients"]),
         })
     return {
         "source": "synthetic",
@@ -218,8 +235,8 @@ def _ground_truth(task, data, seed, specialties, clients, canaries, public_patie
 def check_ground_truth(fd: FederatedData) -> None:
     """Raise AssertionError unless the ground truth describes the data exactly.
 
-    Every canary's secret (and each secret part) occurs in exactly its record ids, all in its client's train
-    split, as many as its copies, nowhere else and never in the public corpus; every boilerplate occurs in
+    Every canary's secret (and each secret part) occurs in exactly its record ids, each in its stated client's
+    train split, as many as its copies, nowhere else and never in the public corpus; every boilerplate occurs in
     exactly the records tagged with it; the per-client id lists match the splits.
     """
     truth = fd.ground_truth
@@ -234,7 +251,7 @@ def check_ground_truth(fd: FederatedData) -> None:
         for needle in [k["secret"], *k["secret_parts"].values()]:
             hits = [(c, split, r.id) for c, split, r in records
                     if needle in r.user or needle in r.assistant or needle in r.mem_text]
-            expected = [(k["client"], "train", rid) for rid in k["record_ids"]]
+            expected = [(c, "train", rid) for c, rid in zip(k["record_clients"], k["record_ids"])]
             if sorted(hits) != sorted(expected) or len(hits) != k["copies"]:
                 raise AssertionError(f"ground truth: canary {k['id']} ({needle!r}) is in {hits}, truth says {expected}")
             if any(needle in p for p in fd.public_corpus):
