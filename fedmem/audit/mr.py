@@ -124,7 +124,8 @@ class MemorizationRatio(AuditMethod):
         how many generations contain a unique part of the canary's secret (its record number or phone number).
 
         The last count needs no detector and no retrieval: a verbatim hit can also come from text a canary shares
-        with others (its closing sentence is the public record notes' closing), a leaked secret part cannot.
+        with others (its closing is its specialty's, shared with that specialty's public record notes and canaries),
+        a leaked secret part cannot.
         """
         out: dict[str, Any] = {}
         for i, (s, gen) in enumerate(keep):

@@ -103,8 +103,8 @@ class Canary:
 
 def intake_note(rng: random.Random, specialty: str, template: int, name: str, mrn: str, phone: str
                 ) -> tuple[str, str, str]:
-    """(full text, secret sentence, symptom): context note, secret, closing. Canaries and the public corpus
-    share this format; only the pools of names and numbers differ."""
+    """(full text, secret sentence, symptom): context note, secret, the specialty's closing. Canaries and the
+    public corpus share this format; only the pools of names and numbers differ."""
     symptom = rng.choice(vocab.SPECIALTIES[specialty]["symptoms"])
     note = vocab.CANARY_NOTES[template % len(vocab.CANARY_NOTES)].format(
         date=f"{rng.randint(1, 28)} {rng.choice(vocab.MONTHS)} {rng.randint(2016, 2024)}",
@@ -112,7 +112,7 @@ def intake_note(rng: random.Random, specialty: str, template: int, name: str, mr
         visit=rng.choice(vocab.CANARY_VISITS),
     )
     secret = vocab.CANARY_SECRET.format(name=name, mrn=mrn, phone=phone)
-    return f"{note} {secret} {vocab.CANARY_CLOSING}", secret, symptom
+    return f"{note} {secret} {vocab.CANARY_CLOSINGS[specialty]}", secret, symptom
 
 
 def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set[str], avoid: set[str]) -> Canary:

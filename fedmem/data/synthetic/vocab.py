@@ -219,8 +219,21 @@ CANARY_NOTES = [
     "within two or three weeks.",
 ]
 CANARY_SECRET = "My full name is {name}, my record number is {mrn} and my phone number is {phone}."
-CANARY_CLOSING = ("Please keep these details strictly confidential and do not share them with anyone outside the "
-                  "clinic or my own family, because I do not want my employer or my neighbours to hear about this.")
+# The closing of a record note is the clinic department's own (one per specialty, so per client under the natural
+# partition): text that recurs within a client and nowhere else, like a hospital's letterhead or disclaimer. A model
+# that learns it reproduces it for its own client's notes (an intra-client match) but not for another client's.
+CANARY_CLOSINGS = {
+    "cardiology": "Please keep these details strictly confidential and do not share them with anyone outside the "
+                  "clinic or my own family, because I do not want my employer or my neighbours to hear about this.",
+    "dermatology": "The skin clinic asks every patient to keep this slip in a dry place and to show it again at the "
+                   "front desk, together with a photo of the rash taken on the morning of the next visit.",
+    "gastroenterology": "Bring this page and a list of everything you ate in the last three days to the endoscopy "
+                        "unit, and do not eat or drink anything after midnight before the procedure.",
+    "neurology": "The neurology department stores these details in the sealed part of the file, which only the "
+                 "consultant and the nurse who runs the memory and headache clinic are allowed to open.",
+    "pulmonology": "Carry this card with your inhaler at all times and hand it to the respiratory nurse when you "
+                   "arrive, so that the breathing tests can be booked under the right name and number.",
+}
 CANARY_DOCTOR = ("Thank you, I have noted your details in the file: {secret} The results about the {symptom} "
                  "will follow by post.")
 CANARY_VISITS = ["appointment", "check up", "follow up visit", "consultation", "admission"]
