@@ -154,10 +154,15 @@ def test_lexical_overlap_with_other_meaning_is_paraphrase_low(detector):
 
 
 class EagerGateDetector(PlagiarismDetector):
-    """The entity gate as first written: every fragment of both sides tagged, then compared."""
+    """The entity gate as first written: every whole fragment of both sides tagged, then compared."""
 
     def _entity_gate(self, pending):
-        from fedmem.audit.detector.detector import _fragment
+        from fedmem.audit.detector.align import char_span
+
+        def _fragment(text, lo, hi):
+            start, end = char_span(text, lo, hi)
+            return text.text[start:end]
+
         from fedmem.audit.detector.ner import entities_match, entity_sets, load_ner
 
         keys = [(k, i, c) for k, p in pending.items() for i, c in enumerate(p.cases)]
@@ -176,11 +181,11 @@ def test_lazy_entity_gate_tags_the_suffix_side_only_when_needed(detector):
     # The generated fragment has no entity: it matches whatever the suffix fragment holds, which is not tagged.
     detector.reset_stats()
     assert detector.detect(frame_gen, frame_suf).category == "paraphrase_low"
-    assert detector.counts["ner_fragments"] == 1
+    assert detector.counts["ner_units"] == 1  # the generated side only
     # The generated fragment names a person and places: the suffix fragment must be tagged too.
     detector.reset_stats()
     assert detector.detect(PARA_GEN, PARA_SUF.replace("Boston", "Denver")).category == "none"
-    assert detector.counts["ner_fragments"] == 2
+    assert detector.counts["ner_units"] == 2
     # Same verdicts, cases and scores as tagging every fragment.
     pairs = [
         (frame_gen, frame_suf),
@@ -306,3 +311,28 @@ def test_bad_input_is_rejected(detector):
     with pytest.raises(TypeError, match="string pairs"):
         detector.detect_batch([(None, "text")])
     assert detector.detect_batch([]) == []
+
+
+def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, monkeypatch):
+    """A batch large enough for the helper process (threshold lowered here) gets the detections of tagging
+    everything in this process."""
+    import dataclasses
+
+    from fedmem.audit.detector import ner
+
+    pairs = [
+        (PARA_GEN, PARA_SUF),
+        (PARA_GEN, PARA_SUF.replace("Boston", "Denver")),
+        (PARA_GEN.replace("Dr. Alice Martin", "a cardiologist"), PARA_SUF),
+        (PARA_SUF, PARA_GEN.replace("Alice Martin", "Laura Chen")),
+        (LONG_ACCOUNT, CONDENSED),
+    ]
+    local = PlagiarismDetector(dataclasses.replace(detector.cfg, ner_workers=0)).detect_batch(pairs)
+    monkeypatch.setattr(ner, "MIN_PARALLEL_TEXTS", 2)
+    helper = PlagiarismDetector(dataclasses.replace(detector.cfg, ner_workers=1))
+    pool_results = helper.detect_batch(pairs)
+    assert [(d.category, d.cases, d.scores) for d in pool_results] == [(d.category, d.cases, d.scores) for d in local]
+    assert {d.category for d in local} >= {"none", "paraphrase_high"}
+    texts = [f"Dr. Alice Martin saw patient {i} in Boston." for i in range(6)] + ["No names here at all."] * 2
+    assert ner.parallel_entity_sets(ner.load_ner(detector.cfg.ner_model), detector.cfg.ner_model, texts, 1) == \
+        ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts)

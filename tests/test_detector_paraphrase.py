@@ -130,6 +130,31 @@ def test_embeddings_do_not_depend_on_the_batch(minilm):
     assert minilm.score([]).shape == (0,)
 
 
+def test_bfloat16_encoder_keeps_every_float32_decision(minilm):
+    """bf16 moves cosines a little; pairs near a decision cosine are re-scored in float32, so the p > 0.5 and
+    p > 0.99 decisions are float32's. Pairs straddle both thresholds: the labelled set around 0.5, identical and
+    near-identical sentences around 0.99."""
+    from fedmem.audit.detector.paraphrase import minilm_cosine_at, resolve_encoder_dtype
+
+    s = "The committee postponed the vote until next week."
+    close = [s.replace("until next week", "to next week"), s.replace("next week", "the following week")]
+    pairs = PARAPHRASES + NON_PARAPHRASES + [(s, s), (s, s.replace("postponed", "delayed"))] + [(s, c) for c in close]
+    decisions = (minilm_cosine_at(0.5), minilm_cosine_at(0.99))
+    assert decisions[0] == pytest.approx(MINILM_MIDPOINT) and minilm_probability(decisions[1]) == pytest.approx(0.99)
+    bf16 = MiniLMScorer(batch_size=8, dtype="bfloat16", decisions=decisions)
+    exact, fast = minilm.score(pairs), bf16.score(pairs)
+    for threshold in (0.5, 0.99):
+        assert ((fast > threshold) == (exact > threshold)).all()
+    assert np.abs(fast - exact).max() < 0.05  # and the scores themselves stay close
+    cos32 = minilm.cosines(pairs)
+    cos16 = MiniLMScorer(batch_size=8, dtype="bfloat16").cosines(pairs)
+    near = (np.abs(cos16[:, None] - np.array(decisions)[None, :]) < MiniLMScorer.REFINE_MARGIN).any(axis=1)
+    assert bf16.refined == near.sum() > 0  # the close rewordings (cosines 0.987, 0.971) at least
+    assert np.abs(cos16 - cos32).max() < MiniLMScorer.REFINE_MARGIN / 2  # the margin covers bf16's error
+    assert resolve_encoder_dtype("float32", "cpu") == "float32"
+    assert resolve_encoder_dtype("auto", "cpu") in ("float32", "bfloat16")
+
+
 def test_paraphrase_label_selection():
     assert paraphrase_label({0: "not_equivalent", 1: "equivalent"}, 2) == 1
     assert paraphrase_label({0: "paraphrase", 1: "not_paraphrase"}, 2) == 0

