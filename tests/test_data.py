@@ -23,7 +23,8 @@ def test_templates_are_the_papers():
 
 
 def small(**kw):
-    base = dict(train_per_client=40, test_per_client=8, canary_copies=[1, 2, 4], shared_canary_copies=[], public_size=60)
+    base = dict(train_per_client=40, test_per_client=8, canary_copies=[1, 2, 4], shared_canary_copies=[],
+                public_size=60)
     return DataConfig(**{**base, **kw})
 
 

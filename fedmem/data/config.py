@@ -157,8 +157,8 @@ class DataConfig:
     canary_copies: list[int] = _factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
     canaries_per_count: int = _help(1, "synthetic: canaries per copy count in every canary client")
     shared_canary_copies: list[int] = _factory(
-        [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt round-robin over "
-        "the canary clients (the same record held by several clients); FedAvg averages a client's own canary with "
+        [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt "
+        "round-robin over the canary clients (the same record held by several clients); FedAvg averages a client's own canary with "
         "updates that never saw it, but every holder's update pushes a shared one"
     )
     canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")

@@ -10,7 +10,8 @@ to, if any) runs. A missing pipeline is one clear error, never a silent skip.
 
 spaCy runs on one core. For large batches (at least ``MIN_PARALLEL_TEXTS`` texts) ``parallel_entity_sets`` hands
 shares of the texts to ``workers`` helper processes (spawned once per process, each loading the pipeline once)
-and tags the rest itself: on the 2-core machines the detector bench's spaCy stage takes about half the time.
+and tags the rest itself: with one helper, the detector bench's spaCy stage falls from 4.5 s to 2.8 s on the
+2-core machines.
 Each text is tagged on its own, so the result does not depend on who tagged it.
 """
 

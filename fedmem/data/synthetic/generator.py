@@ -29,8 +29,8 @@ What it plants, and why:
   a canary, never a client sample. It trains the tiny tokenizer and gives the tiny base model its prior.
 
 Everything is a function of the seed and the config. ``ground_truth`` lists every client's record ids, every
-canary (clients, copies, secret, record ids and their clients) and every boilerplate (text, record ids); :func:`check_ground_truth`
-verifies it against the data and runs on every generation.
+canary (clients, copies, secret, record ids and their clients) and every boilerplate (text, record ids);
+:func:`check_ground_truth` verifies it against the data and runs on every generation.
 """
 
 from __future__ import annotations
