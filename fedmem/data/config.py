@@ -158,8 +158,8 @@ class DataConfig:
     canaries_per_count: int = _help(1, "synthetic: canaries per copy count in every canary client")
     shared_canary_copies: list[int] = _factory(
         [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt "
-        "round-robin over the canary clients (the same record held by several clients); FedAvg averages a client's own canary with "
-        "updates that never saw it, but every holder's update pushes a shared one"
+        "round-robin over the canary clients (the same record held by several clients); FedAvg averages a client's "
+        "own canary with updates that never saw it, but every holder's update pushes a shared one"
     )
     canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")
     generic_fraction: float = _help(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
 from .config import NONE, DetectorConfig
-from .ner import entities_match, load_ner, ner_workers, parallel_entity_sets
+from .ner import entities_match, ner_workers, parallel_entity_sets
 from .paraphrase import MissingAssetError, build_scorer
 from .preprocess import PreparedText, Preprocessor, vectorize
 from .seeding import Seeds, batch_seeds
@@ -181,7 +181,6 @@ class PlagiarismDetector:
         Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
         generated-side units are tagged first and a suffix-side unit only when a partner fragment has entities.
         """
-        nlp = load_ner(self.cfg.ner_model)
         units = {
             (k, i): ([p.a.sentence(j) for j in range(c.src_lo, c.src_hi + 1)],
                      [p.b.sentence(j) for j in range(c.susp_lo, c.susp_hi + 1)])
@@ -192,7 +191,7 @@ class PlagiarismDetector:
 
         def tag(texts) -> None:
             todo = list(dict.fromkeys(t for t in texts if t not in ents))
-            ents.update(zip(todo, parallel_entity_sets(nlp, self.cfg.ner_model, todo, self.cfg.ner_workers)))
+            ents.update(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
             self.counts["ner_units"] += len(todo)
 
         def union(texts: list[str]) -> frozenset[str]:

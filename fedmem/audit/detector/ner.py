@@ -119,9 +119,10 @@ def ner_workers(name: str, workers: int) -> tuple[NerWorker, ...]:
     return started
 
 
-def parallel_entity_sets(nlp, name: str, texts: list[str], workers: int, batch_size: int = 64
-                         ) -> list[frozenset[str]]:
-    """``entity_sets`` with equal shares of a large batch tagged by ``workers`` helper processes and this one."""
+def parallel_entity_sets(name: str, texts: list[str], workers: int, batch_size: int = 64) -> list[frozenset[str]]:
+    """``entity_sets`` of pipeline ``name``, with equal shares of a large batch tagged by ``workers`` helper
+    processes and the rest by this one."""
+    nlp = load_ner(name)
     if workers < 1 or len(texts) < MIN_PARALLEL_TEXTS:
         return entity_sets(nlp, texts, batch_size)
     share = len(texts) // (workers + 1)
