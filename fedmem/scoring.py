@@ -32,7 +32,7 @@ Two entry points, both in log space throughout (log-softmax, sums of logs; never
   the naive loop already runs its 94-token forwards at ~37% of the sgemm peak (~190 GFLOP/s on 2 threads, ~95
   on 1, and a batch of one reaches ~85% of that in sgemm), the engine at ~60% (torch.profiler: mm/addmm 63%,
   CPU flash attention 16%, elementwise ops ~15%, log-softmax 3%). The ceiling at 64-token suffixes is therefore
-  ~1.47 / 0.37 = ~4x even with zero non-matmul overhead; measured 2.4x quiet (2 threads), 10x at 8 tokens.
+  ~1.47 / 0.37 = ~4x even with zero non-matmul overhead; measured 2.2-2.9x quiet (2 threads), 9-11x at 8 tokens.
   Figures from a loaded machine are not comparable: a 2-thread naive loop of small ops degrades far more than
   the engine under contention, which inflates the ratio.
 
