@@ -83,6 +83,17 @@ def test_canary_secret_lies_in_the_default_audit_suffix():
         assert name not in public and all(f"is {w} " in public or f" {w}," in public for w in name.split()), name
 
 
+def test_boilerplate_starts_after_the_default_audit_prefix():
+    """Boilerplate starts after a 30-token prefix (tiny-preset-like tokenizer): a prefix that ended in its first
+    words would make Prior-Aware memorization flag the shared text."""
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=60, test_per_client=5), seed=0)
+    tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
+    closings = [b["text"] for b in full.ground_truth["boilerplate"]]
+    starts = [len(tok(r.mem_text[: -len(t)])["input_ids"])
+              for _, _, r in full.all_records() for t in closings if r.mem_text.endswith(t)]
+    assert len(starts) >= 12 and min(starts) >= 30, sorted(starts)[:5]
+
+
 def test_boilerplate_is_shared_by_all_clients_and_public(fd):
     truth = fd.ground_truth["boilerplate"]
     assert [b["id"] for b in truth] == ["bp0", "bp1", "bp2", "bp3"]

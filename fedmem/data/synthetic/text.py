@@ -73,10 +73,19 @@ def ordinary_dialog(rng: random.Random, specialty: str) -> tuple[str, str]:
     return patient, doctor_answer(rng, specialty, details[-1])
 
 
+# Boilerplate must start after the audited prefix (30 tokens by default): a prefix ending in its first
+# words ("... Is this something") predicts the rest as no random prefix does, and Prior-Aware memorization then
+# rightly flags it. The tiny tokenizer spends 7 + words tokens on an opening (measured), so 24 words put the
+# boilerplate at token 31 or later. Other tokenizers and longer prefixes differ; the PA report's generic row shows it.
+MIN_OPENING_WORDS = 24
+
+
 def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tuple[str, str]:
-    """(patient, doctor): a short varied opening (about 20 words) followed by a shared boilerplate closing, so the
+    """(patient, doctor): a varied opening (24-30 words) followed by a shared boilerplate closing, so the
     boilerplate follows many different prefixes and fills most of the audited suffix."""
-    opening = fill(rng, rng.choice(vocab.OPENINGS), specialty)
+    opening = ""
+    while len(opening.split()) < MIN_OPENING_WORDS:
+        opening = fill(rng, rng.choice(vocab.OPENINGS), specialty)
     return f"{opening} {boilerplate}", doctor_answer(rng, specialty, opening)  # the quote makes the answer unique
 
 
