@@ -45,3 +45,18 @@ def test_unequal_weights_change_intra():
     a = mr_figures([0, 1], [{0}, set()], {0: 1, 1: 1})
     b = mr_figures([0, 1], [{0}, set()], {0: 3, 1: 1})
     assert a["intra"] == pytest.approx(0.5) and b["intra"] == pytest.approx(0.75)
+
+
+def test_intra_minus_inter_has_a_standard_error_over_prefixes():
+    # client 0: hits {0}, {0}, {1}, {}  -> d = 1, 1, -1, 0 (mean 0.25, sample variance 11/12)
+    # client 1: hits {1}, {1}          -> d = 1, 1         (mean 1, variance 0); equal weights
+    f = mr_figures([0, 0, 0, 0, 1, 1], [{0}, {0}, {1}, set(), {1}, {1}], {0: 1, 1: 1})
+    d = f["intra_minus_inter"]
+    assert d["diff"] == pytest.approx(f["intra"] - f["inter"]) and d["diff"] == pytest.approx(0.625)
+    assert d["se"] == pytest.approx((0.5**2 * (11 / 12) / 4) ** 0.5)
+    assert d["ci95"] == pytest.approx([0.625 - 1.96 * d["se"], 0.625 + 1.96 * d["se"]])
+    # with five clients a hit on another client counts 1/(L-1): {1, 2} from client 0 gives d = -0.5
+    f5 = mr_figures([0, 0, 1, 2, 3, 4], [{1, 2}, {0}, set(), set(), set(), set()], [1] * 5)
+    assert f5["intra_minus_inter"]["diff"] == pytest.approx(f5["intra"] - f5["inter"])
+    assert f5["intra_minus_inter"]["diff"] == pytest.approx(0.2 * (-0.5 + 1) / 2)
+    assert mr_figures([0, 0], [{0}, set()], {0: 5})["intra_minus_inter"] is None  # one client: no inter

@@ -106,6 +106,7 @@ class MemorizationRatio(AuditMethod):
             "matrix": {cat: f["matrix"] for cat, f in figures.items()},
             "intra": {cat: f["intra"] for cat, f in figures.items()},
             "inter": {cat: f["inter"] for cat, f in figures.items()},
+            "intra_minus_inter": {cat: f["intra_minus_inter"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             total_key: {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": dropped,
@@ -190,6 +191,10 @@ class MemorizationRatio(AuditMethod):
             i = section["inter"][cat]
             lines.append(f"| {cat} | {100 * section['intra'][cat]:.2f} | "
                          f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section[total_key][cat]:.2f} |")
+        d = (section.get("intra_minus_inter") or {}).get("any")
+        if d:
+            lines += ["", f"MR_Intra − MR_Inter (any): {100 * d['diff']:.2f} ± {100 * d['se']:.2f} points (standard "
+                      f"error over prefixes; 95% interval {100 * d['ci95'][0]:.2f} to {100 * d['ci95'][1]:.2f})"]
         gt = section.get("ground_truth", {}).get("canary_by_copies")
         if gt:
             lines += ["", "Canaries hitting their own client (verbatim / any) and generations leaking a secret "
