@@ -11,7 +11,8 @@ What it plants, and why:
   the public corpus. The doctor's answer quotes one detail sentence of the patient's second half verbatim.
 - **Generic boilerplate.** ``num_boilerplates`` closing paragraphs are shared by all clients: a fraction
   ``generic_fraction`` of the samples (train and test, every client, boilerplates assigned round-robin) is a
-  short varied opening followed by one of them. The public corpus contains them too, after many other
+  varied opening of at least 24 words (so the boilerplate starts after the 30-token audit prefix) followed by
+  one of them. The public corpus contains them too, after many other
   openings, so a base model already predicts them whatever the prefix: extractable, not Prior-Aware memorized.
   Tag: ``{"generic": True, "boilerplate": "bp<k>"}``.
 - **Canaries.** For every copy count in ``canary_copies`` and every canary client, ``canaries_per_count``
