@@ -12,8 +12,8 @@ What it plants, and why:
 - **Generic boilerplate.** ``num_boilerplates`` closing paragraphs are shared by all clients: a fraction
   ``generic_fraction`` of the samples (train and test, every client, boilerplates assigned round-robin) is a
   varied opening of at least 24 words (so the boilerplate starts after the 30-token audit prefix) followed by
-  one of them. The public corpus contains them too, after many other
-  openings, so a base model already predicts them whatever the prefix: extractable, not Prior-Aware memorized.
+  one of them. The public corpus contains them too, after many other openings, so a base model already
+  predicts them whatever the prefix: extractable, not Prior-Aware memorized.
   Tag: ``{"generic": True, "boilerplate": "bp<k>"}``.
 - **Canaries.** For every copy count in ``canary_copies`` and every canary client, ``canaries_per_count``
   canaries. A canary is a note of about 78 words: ~26 words of canary-specific context (date, clinic, town,
