@@ -57,7 +57,9 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert [run.train[0][1].id, "verbatim"] in hit[0]["matches"]
     pngs = method.render(sec, str(tmp_path))
     assert all((tmp_path / f).stat().st_size > 0 for _, f in pngs)
-    assert "MR(j→k)" in method.markdown(sec)
+    md = method.markdown(sec)
+    assert "MR(j→k)" in md and "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
+    assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:.2f} ± " in md  # client 0 hits itself once, nobody else
 
 
 def test_cl_label_reports_total_cl(parts, tmp_path):

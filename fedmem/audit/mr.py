@@ -201,6 +201,8 @@ class MemorizationRatio(AuditMethod):
                       "record or phone number, by copies: " + ", ".join(
                           f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']} / {v.get('secret_leaked', 0)}/{v['n']}"
                           for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0])))]
-        lines.append(f"\nIncoherent generations dropped: {section['incoherent_dropped']}; "
+        dropped = section["incoherent_dropped"]
+        per_client = ", ".join(f"client {c}: {n}" for c, n in dropped.items())
+        lines.append(f"\nIncoherent generations dropped: {sum(dropped.values())} ({per_client}); "
                      f"pairs checked by the detector: {section['pairs_checked']}")
         return "\n".join(lines)
