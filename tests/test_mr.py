@@ -49,6 +49,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert sec["total_fl"]["any"] == pytest.approx(1 / 6)  # union over all 6 sampled prefixes
     assert sec["incoherent_dropped"] == {0: 0, 1: 1}
     assert sec["headline"]["total_fl"] == pytest.approx(1 / 6)
+    assert sec["headline"]["intra_minus_inter"] == pytest.approx(w0 / 3)  # what a sweep table averages
     with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
         recs = [json.loads(line) for line in f]
     assert len(recs) == 5  # the incoherent generation is dropped

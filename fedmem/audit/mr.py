@@ -99,7 +99,10 @@ class MemorizationRatio(AuditMethod):
         any_ = figures["any"]
         section = {
             "headline": {"intra": any_["intra"], "inter": any_["inter"], total_key: any_["total"],
-                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES}},
+                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES},
+                         # a sweep's tables average it over seeds (its per-run standard error is in the section)
+                         **({"intra_minus_inter": any_["intra_minus_inter"]["diff"]}
+                            if any_["intra_minus_inter"] else {})},
             "clients": any_["clients"],
             "n": any_["n"],
             "weights": any_["weights"],
