@@ -227,11 +227,11 @@ class DataConfig:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
         if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
             raise ValueError(f"data: {self.num_canaries()} canaries requested, at most {MAX_CANARIES} (unique names)")
-        if self.source == "synthetic" and self.canary_copies_per_client() >= self.train_per_client:
+        most = max(self.canary_copies_by_client().values())
+        if self.source == "synthetic" and most >= self.train_per_client:
             raise ValueError(
-                f"data: a canary client holds {self.canary_copies_per_client()} canary copies "
-                f"(canaries_per_count x sum(canary_copies), plus its share of shared_canary_copies), which must be "
-                f"fewer than "
+                f"data: a canary client holds {most} canary copies (canaries_per_count x sum(canary_copies), plus "
+                f"its share of shared_canary_copies), which must be fewer than "
                 f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
             )
 
@@ -257,10 +257,6 @@ class DataConfig:
             for c in self.shared_copy_clients(t):
                 out[c] += 1
         return out
-
-    def canary_copies_per_client(self) -> int:
-        """The most canary copies any client's train split holds (synthetic source)."""
-        return max(self.canary_copies_by_client().values())
 
 
 def check_configs(task: TaskConfig, data: DataConfig) -> None:
