@@ -214,10 +214,10 @@ class PlagiarismDetector:
         keys = list(wanted)
         self.counts["scored_sentence_pairs"] += len(keys)
         self.counts["scored_sentences"] += len({s for pair in keys for s in pair})
-        refined = getattr(self.scorer, "refined", 0)
+        refined = self.scorer.refined
         for pair, prob in zip(keys, self.scorer.score(keys)):
             wanted[pair] = float(prob)
-        self.counts["refined_sentence_pairs"] += getattr(self.scorer, "refined", 0) - refined  # bf16: re-scored
+        self.counts["refined_sentence_pairs"] += self.scorer.refined - refined  # bf16: re-scored in float32
         out: dict[int, Detection] = {}
         for k, p in pending.items():
             best, kept = -1.0, []

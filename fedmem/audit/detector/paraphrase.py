@@ -187,6 +187,7 @@ class CrossEncoderScorer:
     """Cross-encoder scorer: softmax probability of the paraphrase class for each (generated, suffix) pair."""
 
     name = "cross_encoder"
+    refined = 0  # the scorers' shared counter of float32 re-scorings: this one always runs in float32
 
     def __init__(self, path: str, label: int | None = None, batch_size: int = 32, device: str = "cpu"):
         if not path or not (Path(path) / "config.json").is_file():
