@@ -99,10 +99,7 @@ class MemorizationRatio(AuditMethod):
         any_ = figures["any"]
         section = {
             "headline": {"intra": any_["intra"], "inter": any_["inter"], total_key: any_["total"],
-                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES},
-                         # a sweep's tables average it over seeds (its per-run standard error is in the section)
-                         **({"intra_minus_inter": any_["intra_minus_inter"]["diff"]}
-                            if any_["intra_minus_inter"] else {})},
+                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES}},
             "clients": any_["clients"],
             "n": any_["n"],
             "weights": any_["weights"],
@@ -119,6 +116,8 @@ class MemorizationRatio(AuditMethod):
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
                         for i, (s, _) in enumerate(keep)],
         }
+        if any_["intra_minus_inter"]:  # a sweep's tables average it over seeds; its standard error is in the section
+            section["headline"]["intra_minus_inter"] = any_["intra_minus_inter"]["diff"]
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, keep, hits, matched)
         return section
