@@ -338,6 +338,22 @@ def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, 
         ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts)
 
 
+def test_numpy_backed_pipeline_tags_like_spacy_default_and_restores_blas_threads(detector):
+    """load_ner builds spaCy's layers on numpy's BLAS instead of blis (for speed): the entities must be those of
+    the pipeline as spaCy loads it, and entity_sets' one-thread BLAS limit must end with the call."""
+    import spacy
+    from threadpoolctl import threadpool_info
+
+    from fedmem.audit.detector import ner
+
+    texts = [PARA_GEN, PARA_SUF, LONG_ACCOUNT, CONDENSED, SUF_AFTER, "No names here at all."]
+    reference = spacy.load(detector.cfg.ner_model, enable=["ner"])
+    assert any(ner.entity_sets(reference, texts))
+    blas_threads = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts) == ner.entity_sets(reference, texts)
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == blas_threads
+
+
 def test_helper_process_works_from_a_script_without_a_main_guard(tmp_path):
     """The helper is a plain subprocess: it never re-imports the caller's main module (a spawn pool would)."""
     import subprocess
