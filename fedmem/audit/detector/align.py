@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from .preprocess import PreparedText
 from .seeding import Seeds, pair_weights
@@ -49,8 +48,9 @@ class PairSpace:
     """The tf-idf sentence vectors of one pair over the pair's vocabulary, as small dense matrices.
 
     A pair has a few dozen sentences and a few hundred terms, so dense arrays are cheaper than sparse ones
-    (the sparse version spent most of its time building scipy objects). The sentence-by-sentence cosine matrix
-    is computed once per pair with one sparse product, so every value is the same float whichever case asks.
+    (the sparse version spent most of its time building scipy objects; so did a sparse product for the cosine
+    matrix: 0.33 s of the bench's 0.7 s of alignment). The sentence-by-sentence cosine matrix is computed once
+    per pair, so every value is the same float whichever case asks.
     """
 
     def __init__(self, a: PreparedText, b: PreparedText):
@@ -67,10 +67,7 @@ class PairSpace:
         nb = np.sqrt(np.bincount(b.entry_sent, wb * wb, minlength=b.n))
         inv_na = np.divide(1.0, na, out=np.zeros_like(na), where=na > 0)
         inv_nb = np.divide(1.0, nb, out=np.zeros_like(nb), where=nb > 0)
-        dots = sp.csr_array((wb, (b.entry_sent, col_b)), shape=self.WB.shape) @ sp.csr_array(
-            (wa, (a.entry_sent, col_a)), shape=self.WA.shape
-        ).T
-        self.cos = dots.toarray() if sp.issparse(dots) else np.asarray(dots)  # (b.n, a.n)
+        self.cos = self.WB @ self.WA.T  # (b.n, a.n)
         self.cos *= inv_nb[:, None]
         self.cos *= inv_na[None, :]
 
