@@ -15,6 +15,9 @@ before the paraphrase model: a case whose entities do not match cannot count as 
 score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after). Running
 the two concurrently (spaCy in one thread, torch in another) was measured slower: every case's pairs must then
 be scored (20,767 instead of 6,511 on the bench) and the stages contend for the two cores (167 vs 238 pairs/s).
+Tagging every generated-side unit in the spaCy helper while this process seeds and aligns was also measured: the
+spaCy stage fell from 1.6-1.8 s to 1.4-1.5 s, within the bench's run-to-run spread of the whole batch, and it
+needs a strict protocol with the helper (collect every answer, also on errors), so it was left out.
 
 The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
 lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
@@ -174,7 +177,7 @@ class PlagiarismDetector:
         A fragment's entities are the union of its sentence units' entities, and spaCy tags each distinct unit once
         per batch: the same suffix is compared with many generations, so its fragments overlap and share units.
         On the bench, 3,725 distinct units replace 1,782 distinct fragments and spaCy's time falls from 6.4 s to
-        4.5 s (in one process). spaCy's small model sees about four tokens of context on either
+        4.5 s (in one process, on spaCy's default blis backend). spaCy's small model sees about four tokens of context on either
         side, so a unit tagged on its own gets the entities it gets inside a fragment except near a unit's edges;
         the bench's 2,000 detections (categories, cases, scores) are identical either way.
 
