@@ -177,9 +177,9 @@ class PlagiarismDetector:
         A fragment's entities are the union of its sentence units' entities, and spaCy tags each distinct unit once
         per batch: the same suffix is compared with many generations, so its fragments overlap and share units.
         On the bench, 3,725 distinct units replace 1,782 distinct fragments and spaCy's time falls from 6.4 s to
-        4.5 s (in one process, on spaCy's default blis backend). spaCy's small model sees about four tokens of context on either
-        side, so a unit tagged on its own gets the entities it gets inside a fragment except near a unit's edges;
-        the bench's 2,000 detections (categories, cases, scores) are identical either way.
+        4.5 s (in one process, on spaCy's default blis backend). spaCy's small model sees about four tokens of
+        context on either side, so a unit tagged on its own gets the entities it gets inside a fragment except
+        near a unit's edges; the bench's 2,000 detections (categories, cases, scores) are identical either way.
 
         Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
         generated-side units are tagged first and a suffix-side unit only when a partner fragment has entities.

@@ -46,9 +46,10 @@ def load_ner(name: str):
     from thinc.api import use_ops
 
     # The pipeline's layers multiply small matrices. thinc's default CPU backend sends them to blis; numpy's
-    # OpenBLAS (one thread, see ``entity_sets``) does them in about half the time on the 2-core machines: the
-    # detector bench's 3,725 units take 2.0 s instead of 3.7 s in one process, with the same entities for
-    # every unit. Layers take their backend when they are built, so the pipeline is loaded under it.
+    # OpenBLAS with one thread is faster on the 2-core machines: the detector bench's 3,725 units take 2.8-3.0 s
+    # instead of 3.7-4.1 s in one process (2.0-2.4 s in a process started with one BLAS thread, as the helpers
+    # are), with the same entities for every unit. Layers take their backend when they are built, so the
+    # pipeline is loaded under it.
     with use_ops("numpy", use_blis=False):
         nlp = spacy.load(name)
     if "ner" not in nlp.pipe_names:
@@ -83,7 +84,8 @@ def entity_sets(nlp, texts: list[str], batch_size: int = 64) -> list[frozenset[s
     """The normalised entity set of each text, in one batched spaCy pass."""
     out = []
     # One BLAS thread: the matrices are small, a helper process may be tagging on the other core, and BLAS
-    # threads woken here would spin on after the call and slow down whatever runs next (the paraphrase model).
+    # threads woken here spin on after the call and slow down whatever runs next (measured without the limit:
+    # the bench's per-pair paraphrase stage took 23.6 s instead of 8-10 s).
     with _blas_controller().limit(limits=1, user_api="blas"):
         for doc in nlp.pipe(texts, batch_size=batch_size):
             out.append(frozenset(e for e in (normalise_entity(ent.text) for ent in doc.ents) if e))
