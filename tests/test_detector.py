@@ -314,7 +314,7 @@ def test_bad_input_is_rejected(detector):
 
 
 def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, monkeypatch):
-    """A batch large enough for the helper process (threshold lowered here) gets the detections of tagging
+    """A batch large enough for the helper processes (threshold lowered here) gets the detections of tagging
     everything in this process."""
     import dataclasses
 
@@ -329,12 +329,12 @@ def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, 
     ]
     local = PlagiarismDetector(dataclasses.replace(detector.cfg, ner_workers=0)).detect_batch(pairs)
     monkeypatch.setattr(ner, "MIN_PARALLEL_TEXTS", 2)
-    helper = PlagiarismDetector(dataclasses.replace(detector.cfg, ner_workers=1))
+    helper = PlagiarismDetector(dataclasses.replace(detector.cfg, ner_workers=2))  # two shares
     pool_results = helper.detect_batch(pairs)
     assert [(d.category, d.cases, d.scores) for d in pool_results] == [(d.category, d.cases, d.scores) for d in local]
     assert {d.category for d in local} >= {"none", "paraphrase_high"}
     texts = [f"Dr. Alice Martin saw patient {i} in Boston." for i in range(6)] + ["No names here at all."] * 2
-    assert ner.parallel_entity_sets(detector.cfg.ner_model, texts, 1) == \
+    assert ner.parallel_entity_sets(detector.cfg.ner_model, texts, 2) == \
         ner.entity_sets(ner.load_ner(detector.cfg.ner_model), texts)
 
 

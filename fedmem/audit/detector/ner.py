@@ -9,9 +9,13 @@ The spaCy pipeline is loaded once per process and only its ``ner`` component (pl
 to, if any) runs. A missing pipeline is one clear error, never a silent skip.
 
 spaCy runs on one core. For large batches (at least ``MIN_PARALLEL_TEXTS`` texts) ``parallel_entity_sets`` hands
-shares of the texts to ``workers`` helper processes (started once per process, each loading the pipeline once)
-and tags the rest itself: with one helper, the detector bench's spaCy stage falls from 3.1-3.5 s to 1.6-2.0 s on
-the 2-core machines.
+equal shares of the texts to ``workers`` helper processes (started once per process, each loading the pipeline
+once) and waits; smaller batches are tagged here, where shipping them would cost as much as it saves (the
+detector bench's per-pair calls: 8.8 s through the helpers, 8.3 s here). The caller does not take a share: in a
+process where torch has run (the paraphrase model), spaCy tags about 30% slower than in a helper that never
+runs torch (the bench's 2,793 suffix units: 2.2-2.3 s against 1.65 s; one torch matmul is enough, the cause
+is not pinned down). On the detector bench the spaCy stage takes 1.1-1.35 s with two helpers, 1.5-1.6 s with
+one helper and this process sharing the work, 3.1-3.5 s in this process alone.
 Each text is tagged on its own, so the result does not depend on who tagged it.
 """
 
@@ -83,9 +87,8 @@ def _blas_controller():
 def entity_sets(nlp, texts: list[str], batch_size: int = 64) -> list[frozenset[str]]:
     """The normalised entity set of each text, in one batched spaCy pass."""
     out = []
-    # One BLAS thread: the matrices are small, a helper process may be tagging on the other core, and BLAS
-    # threads woken here spin on after the call and slow down whatever runs next (measured without the limit:
-    # the bench's per-pair paraphrase stage took 23.6 s instead of 8-10 s).
+    # One BLAS thread: the matrices are small, and BLAS threads woken here spin on after the call and slow down
+    # whatever runs next (measured without the limit: the bench's per-pair paraphrase stage took 23.6 s, not 8-10).
     with _blas_controller().limit(limits=1, user_api="blas"):
         for doc in nlp.pipe(texts, batch_size=batch_size):
             out.append(frozenset(e for e in (normalise_entity(ent.text) for ent in doc.ents) if e))
@@ -145,17 +148,16 @@ def ner_workers(name: str, workers: int) -> tuple[NerWorker, ...]:
 
 
 def parallel_entity_sets(name: str, texts: list[str], workers: int, batch_size: int = 64) -> list[frozenset[str]]:
-    """``entity_sets`` of pipeline ``name``, with equal shares of a large batch tagged by ``workers`` helper
-    processes and the rest by this one."""
-    nlp = load_ner(name)
+    """``entity_sets`` of pipeline ``name``: a large batch is split into equal shares for the ``workers`` helper
+    processes (this one waits), a small one is tagged here."""
     if workers < 1 or len(texts) < MIN_PARALLEL_TEXTS:
-        return entity_sets(nlp, texts, batch_size)
-    share = len(texts) // (workers + 1)
+        return entity_sets(load_ner(name), texts, batch_size)
+    share = -(-len(texts) // workers)
     helpers = ner_workers(name, workers)
-    for w, helper in enumerate(helpers):
-        helper.submit(texts[w * share : (w + 1) * share], batch_size)
-    mine = entity_sets(nlp, texts[workers * share :], batch_size)
-    return [e for helper in helpers for e in helper.result()] + mine
+    chunks = [texts[w * share : (w + 1) * share] for w in range(workers)]
+    for helper, chunk in zip(helpers, chunks):
+        helper.submit(chunk, batch_size)
+    return [e for helper in helpers for e in helper.result()]
 
 
 def _serve(name: str) -> None:
