@@ -227,8 +227,8 @@ class DataConfig:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
         if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
             raise ValueError(f"data: {self.num_canaries()} canaries requested, at most {MAX_CANARIES} (unique names)")
-        most = max(self.canary_copies_by_client().values())
-        if self.source == "synthetic" and most >= self.train_per_client:
+        most = max(self.canary_copies_by_client().values()) if self.source == "synthetic" else 0
+        if most >= self.train_per_client:
             raise ValueError(
                 f"data: a canary client holds {most} canary copies (canaries_per_count x sum(canary_copies), plus "
                 f"its share of shared_canary_copies), which must be fewer than "
