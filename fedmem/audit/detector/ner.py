@@ -141,6 +141,7 @@ class NerWorker:
         if self.proc.poll() is None:
             self.proc.stdin.close()  # the worker exits at end of input
             self.proc.wait(timeout=10)
+        self.proc.stdout.close()
 
 
 @functools.lru_cache(maxsize=2)
