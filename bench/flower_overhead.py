@@ -21,9 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from fedmem.cli import compose_dict, run_experiment  # noqa: E402
-from fedmem.config import from_dict  # noqa: E402
-from fedmem.experiment import client_round, fresh_lora_model  # noqa: E402
+from fedmem.cli import run_experiment
+from fedmem.experiment_config import compose_dict  # noqa: E402
+from fedmem.experiment_config import from_dict  # noqa: E402
+from fedmem.runtime import client_round, fresh_lora_model  # noqa: E402
 from fedmem.model.load import adapter_state  # noqa: E402
 
 

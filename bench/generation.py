@@ -17,8 +17,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedmem.audit.base import Decoding  # noqa: E402
+from fedmem.config import Decoding  # noqa: E402
 from fedmem.generation import generate_batched  # noqa: E402
+from fedmem.model.tiny import qwen2_model  # noqa: E402
 
 
 class _Tok:  # ids only: no tokenizer work is being measured; the eos id never occurs (vocab - 1 is masked)
@@ -32,12 +33,7 @@ def main():
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=2048, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    model = Qwen2ForCausalLM(cfg).eval()
+    model = qwen2_model(2048, 128, 384, 4, 4, 2, seed=0, max_position_embeddings=512).eval()
     g = torch.Generator().manual_seed(1)
     prompts = [tuple(torch.randint(1, 2000, (int(torch.randint(30, 50, (1,), generator=g)),), generator=g).tolist())
                for _ in range(args.prompts)]

@@ -22,9 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from fedmem.audit.base import AuditRun, Decoding, RoundContext  # noqa: E402
+from fedmem.audit.base import AuditRun, RoundContext  # noqa: E402
+from fedmem.config import Decoding  # noqa: E402
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity  # noqa: E402
-from tests.pearl_tiny import make_sample  # noqa: E402
+from fedmem.testing import make_sample  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
              "th", "st", "ch", "br", "on", "er", "in", "at"]

@@ -31,18 +31,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fedmem.model.tiny import qwen2_model  # noqa: E402
 from fedmem.scoring import prior_logprobs, sequence_logprobs  # noqa: E402
 
 
 def build_model(vocab: int, hidden: int, intermediate: int, layers: int, seed: int):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, pad_token_id=0,
-    )
-    return Qwen2ForCausalLM(cfg).eval()
+    return qwen2_model(vocab, hidden, intermediate, layers, 4, 2, seed=seed, max_position_embeddings=512,
+                       pad_token_id=0).eval()
 
 
 @torch.inference_mode()

@@ -1,4 +1,4 @@
-"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment``.
+"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.runtime``.
 
 Only the adapter crosses the wire, both ways. The FedProx mu comes from the server ("proximal-mu" in the
 train config, set by flwr's FedProx strategy); FedAvg sends none, which is mu = 0.
@@ -10,7 +10,8 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedmem.experiment import client_round, load_config
+from fedmem.experiment_config import load_config
+from fedmem.runtime import client_round
 
 
 def make_client_app(config_path: str | None = None) -> ClientApp:

@@ -5,40 +5,22 @@
     fedmem resolve [overrides]    write the resolved config, for ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
 
-The config is composed by Hydra from conf/, validated (every section and every enabled audit method) and
-written to the run directory before anything is trained. The last line printed is the run directory.
+The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
+and every enabled audit method) and written to the run directory before anything is trained. The last line
+printed is the run directory.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
+from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
+from fedmem.runtime import run_centralized
+from fedmem.sweep import write_sweep_report
+from server.simulation import simulate
+
 USAGE = __doc__.split("\n\n")[1]
-
-
-def conf_dir() -> str:
-    """conf/ of this checkout (editable install), or $FEDMEM_CONF."""
-    env = os.environ.get("FEDMEM_CONF")
-    if env:
-        return str(Path(env).resolve())
-    here = Path(__file__).resolve().parent.parent / "conf"
-    if here.is_dir():
-        return str(here)
-    return str(Path.cwd() / "conf")
-
-
-def compose_dict(overrides: list[str] | None = None) -> dict:
-    """Compose conf/ with overrides into a plain dict (for tests and ``resolve``), no Hydra run dir."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
-    d = OmegaConf.to_container(cfg, resolve=True)
-    d.pop("hydra", None)
-    return d
 
 
 def _fail(msg: str) -> None:
@@ -48,9 +30,6 @@ def _fail(msg: str) -> None:
 
 def run_experiment(d: dict, run_dir: str) -> Path:
     """Validate, write the resolved config into ``run_dir``, then train and audit. Returns the run dir."""
-    from fedmem.config import from_dict
-    from fedmem.experiment import run_centralized, write_config
-
     d = {**d, "run_dir": run_dir}
     try:
         cfg = from_dict(d)
@@ -64,8 +43,6 @@ def run_experiment(d: dict, run_dir: str) -> Path:
     if cfg.strategy.name == "centralized":
         run_centralized(cfg)
     else:
-        from server.simulation import simulate
-
         simulate(str(path))
     return Path(run_dir)
 
@@ -94,8 +71,6 @@ def _hydra_main(argv: list[str]) -> None:
         if e.code not in (0, None):
             raise
     for sweep in sorted(sweeps):
-        from fedmem.sweep import write_sweep_report
-
         print(write_sweep_report(Path(sweep)), flush=True)
 
 
@@ -108,9 +83,6 @@ def main(argv: list[str] | None = None) -> None:
     if cmd == "run":
         _hydra_main(rest)
     elif cmd == "resolve":
-        from fedmem.config import from_dict
-        from fedmem.experiment import write_config
-
         out = Path("runs") / "resolved.yaml"
         try:
             cfg = from_dict(compose_dict(rest))
@@ -119,8 +91,6 @@ def main(argv: list[str] | None = None) -> None:
         write_config(cfg, out)
         print(out.resolve())
     elif cmd == "sweep-report":
-        from fedmem.sweep import write_sweep_report
-
         if not rest:
             _fail("sweep-report needs the sweep directory")
         print(write_sweep_report(Path(rest[0])))

@@ -1,79 +1,178 @@
-"""The experiment configuration: typed, validated, built from the Hydra tree in conf/.
+"""Configuration sections as typed dataclasses, and the helpers every config class in fedmem uses.
 
-Hydra composes a DictConfig; :func:`from_dict` turns it into these dataclasses. Every ``__post_init__`` rejects
-a bad value with one message naming the key, and :func:`validate` checks the combinations, so a wrong config
-fails before any data is loaded or any model is trained.
+Hydra composes conf/ into a plain dict; each section becomes one of these dataclasses. A field's annotation is
+its contract: :func:`check_fields` rejects a value of the wrong type, or a choice outside a ``Literal``, with one
+message naming the key, so a wrong config fails before any data is loaded or any model is trained. Checks that
+involve several fields live in each ``__post_init__``. This module imports nothing else of fedmem: every layer
+may read it.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import hashlib
-import json
+import types
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from fedmem.audit.base import Decoding
+from typing import Any, Literal
 
 
-def _help(default, text: str, **kw):
-    return field(default=default, metadata={"help": text}, **kw)
+# ---------------------------------------------------------------- field helpers and type checks
 
 
-def _list(default, text: str):
-    return field(default_factory=lambda: list(default), metadata={"help": text})
+def option(default, help: str):
+    """A config field with its help text (shown by ``fedmem resolve --help`` readers and in the docs)."""
+    return field(default=default, metadata={"help": help})
+
+
+def option_factory(default, help: str):
+    """A config field whose default is a fresh deep copy of a list or dict (never shared between instances)."""
+    return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+
+
+def _describe(hint) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_describe(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (" or null" if type(None) in args else "")
+    if origin in (list, tuple):
+        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}.get(
+        origin or hint, getattr(hint, "__name__", str(hint)))
+
+
+def _matches(value, hint) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple) or hint in (list, tuple):
+        ok = isinstance(value, Sequence) and not isinstance(value, str)
+        return ok and (not args or all(_matches(v, args[0]) for v in value))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, (hint, dict))
+    return True
+
+
+def check_fields(obj, key: str) -> None:
+    """Check every field of dataclass ``obj`` against its annotation; ``key`` is its place in the config."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if not _matches(value, hints[f.name]):
+            raise ValueError(f"{key}.{f.name} must be {_describe(hints[f.name])}, got {value!r}")
+
+
+def build_section(cls, d: dict[str, Any] | None, key: str):
+    """``cls(**d)`` after rejecting keys the section does not have (a misspelt override must not pass silently)."""
+    d = dict(d or {})
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{key}: unknown option(s) {unknown}; known: {sorted(known)}")
+    return cls(**d)
+
+
+def positive(obj, key: str, *names: str) -> None:
+    """Each named field of ``obj`` must be >= 1 (sizes, counts)."""
+    for name in names:
+        if getattr(obj, name) < 1:
+            raise ValueError(f"{key}.{name} must be >= 1, got {getattr(obj, name)!r}")
+
+
+# ---------------------------------------------------------------- sections
+
+
+DecodingStrategy = Literal["greedy", "top_k", "top_p", "temperature"]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A decoding preset: each one changes a single knob from greedy decoding (conf/audit/decoding/)."""
+
+    strategy: DecodingStrategy = option("top_k", "greedy | top_k | top_p | temperature")
+    top_k: int = option(40, "top_k: sample among the k most likely tokens")
+    top_p: float = option(0.8, "top_p: sample from the smallest set of tokens with this much probability")
+    temperature: float = option(1.0, "temperature: divide the logits by this before sampling")
+
+    def __post_init__(self):
+        check_fields(self, "audit.decoding")
+        if self.top_k < 1 or not 0 < self.top_p <= 1 or self.temperature <= 0:
+            raise ValueError("audit.decoding needs top_k >= 1, 0 < top_p <= 1 and temperature > 0")
 
 
 @dataclass
 class TinyModelConfig:
     """Architecture and pretraining of the offline tiny preset (a Qwen2 model built from a config)."""
 
-    vocab_size: int = _help(2048, "BPE vocabulary trained on the public corpus")
-    hidden_size: int = _help(128, "model width")
-    intermediate_size: int = _help(384, "MLP width")
-    num_hidden_layers: int = _help(4, "transformer blocks")
-    num_attention_heads: int = _help(4, "query heads")
-    num_key_value_heads: int = _help(2, "key/value heads (grouped-query attention, as in Qwen2.5)")
-    max_position_embeddings: int = _help(512, "longest sequence")
-    pretrain_epochs: int = _help(1, "epochs over the public corpus to give the base model a prior")
-    pretrain_lr: float = _help(3e-3, "AdamW learning rate for pretraining")
-    pretrain_batch_size: int = _help(8, "sequences per pretraining step (more, smaller steps learn faster here)")
+    vocab_size: int = option(2048, "BPE vocabulary trained on the public corpus")
+    hidden_size: int = option(128, "model width")
+    intermediate_size: int = option(384, "MLP width")
+    num_hidden_layers: int = option(4, "transformer blocks")
+    num_attention_heads: int = option(4, "query heads")
+    num_key_value_heads: int = option(2, "key/value heads (grouped-query attention, as in Qwen2.5)")
+    max_position_embeddings: int = option(512, "longest sequence")
+    pretrain_epochs: int = option(1, "epochs over the public corpus that give the base model its prior")
+    pretrain_lr: float = option(3e-3, "AdamW learning rate for pretraining")
+    pretrain_batch_size: int = option(8, "sequences per pretraining step")
 
     def __post_init__(self):
+        check_fields(self, "model.tiny")
+        positive(self, "model.tiny", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                 "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "pretrain_batch_size")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError("model.tiny.hidden_size must be divisible by model.tiny.num_attention_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("model.tiny.num_attention_heads must be divisible by model.tiny.num_key_value_heads")
-        if min(self.vocab_size, self.num_hidden_layers, self.pretrain_batch_size) < 1 or self.pretrain_epochs < 0:
-            raise ValueError("model.tiny sizes must be positive")
+        if self.pretrain_epochs < 0:
+            raise ValueError(f"model.tiny.pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
 
 
 @dataclass
 class ModelConfig:
-    """Which base model to fine-tune and how LoRA wraps it."""
+    """Which base model to fine-tune and how LoRA wraps it. A preset (conf/model/) sets these and train.*."""
 
-    name: str = _help("tiny", "preset name (tiny, qwen2.5-0.5b, ..., llama3.2-3b)")
-    path: str | None = _help(None, "Hugging Face id or local directory; None for the tiny preset")
-    dtype: str = _help("auto", "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16")
-    max_seq_len: int = _help(256, "training sequences are truncated to this many tokens")
-    lora_r: int = _help(16, "LoRA rank")
-    lora_alpha: int = _help(32, "LoRA alpha")
-    lora_dropout: float = _help(0.05, "LoRA dropout")
-    target_modules: list[str] = _list(
+    name: str = option("tiny", "preset name (tiny, qwen2.5-0.5b, ..., llama3.2-3b)")
+    path: str | None = option(None, "Hugging Face id or local directory; None for the tiny preset")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
+        "auto", "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16")
+    max_seq_len: int = option(256, "training sequences are truncated to this many tokens")
+    lora_r: int = option(16, "LoRA rank")
+    lora_alpha: int = option(32, "LoRA alpha")
+    lora_dropout: float = option(0.05, "LoRA dropout")
+    target_modules: list[str] = option_factory(
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        "LoRA targets: all attention and MLP projections (paper default)",
+        "LoRA targets: all attention and MLP projections (the paper's setting)",
     )
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig, metadata={"help": "tiny preset only"})
 
     def __post_init__(self):
         if isinstance(self.tiny, dict):
-            self.tiny = TinyModelConfig(**self.tiny)
+            self.tiny = build_section(TinyModelConfig, self.tiny, "model.tiny")
+        check_fields(self, "model")
+        positive(self, "model", "max_seq_len", "lora_r", "lora_alpha")
         if self.name != "tiny" and not self.path:
             raise ValueError(f"model.path is required for model {self.name!r} (a Hugging Face id or local dir)")
-        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(f"model.dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}")
-        if self.lora_r < 1 or self.lora_alpha < 1 or not 0 <= self.lora_dropout < 1:
-            raise ValueError("model.lora_r and lora_alpha must be >= 1 and 0 <= lora_dropout < 1")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"model.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if not self.target_modules:
             raise ValueError("model.target_modules must name at least one module")
 
@@ -82,191 +181,99 @@ class ModelConfig:
 class TrainConfig:
     """Local training (every client, and the centralized baseline)."""
 
-    lr: float = _help(2e-4, "AdamW learning rate (paper 2e-4)")
-    batch_size: int = _help(8, "micro-batch (sequences per forward pass)")
-    effective_batch: int = _help(64, "sequences per optimizer step via gradient accumulation (paper 64)")
-    local_epochs: int = _help(1, "local epochs per round (paper: rounds ~ epochs)")
-    weight_decay: float = _help(0.0, "AdamW weight decay")
-    max_grad_norm: float = _help(1.0, "gradient clipping; 0 disables")
-    progress: bool = _help(True, "show a progress bar")
+    lr: float = option(2e-4, "AdamW learning rate")
+    batch_size: int = option(8, "micro-batch (sequences per forward pass)")
+    effective_batch: int = option(64, "sequences per optimizer step, through gradient accumulation")
+    local_epochs: int = option(1, "local epochs per round")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    max_grad_norm: float = option(1.0, "gradient clipping; 0 disables")
+    progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self):
+        check_fields(self, "train")
+        positive(self, "train", "batch_size", "local_epochs")
         if self.lr <= 0:
-            raise ValueError("train.lr must be > 0")
-        if self.batch_size < 1 or self.effective_batch < self.batch_size:
-            raise ValueError("train.batch_size must be >= 1 and train.effective_batch >= train.batch_size")
-        if self.effective_batch % self.batch_size:
-            raise ValueError("train.effective_batch must be a multiple of train.batch_size")
-        if self.local_epochs < 1:
-            raise ValueError("train.local_epochs must be >= 1")
+            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if self.effective_batch < self.batch_size or self.effective_batch % self.batch_size:
+            raise ValueError(f"train.effective_batch ({self.effective_batch}) must be a multiple of "
+                             f"train.batch_size ({self.batch_size})")
 
     @property
     def grad_accum(self) -> int:
         return self.effective_batch // self.batch_size
 
 
-STRATEGIES = ("fedavg", "fedprox", "fedavgm", "fedadam", "fedyogi", "centralized")
-
-
 @dataclass
 class StrategyConfig:
     """The federated algorithm (or the centralized baseline) and the round schedule."""
 
-    name: str = _help("fedavg", f"one of {STRATEGIES}")
-    num_rounds: int = _help(3, "rounds (epochs for centralized)")
-    proximal_mu: float = _help(0.0, "FedProx mu (sent by the server; paper default 0.01)")
-    fraction_train: float = _help(1.0, "fraction of clients sampled per round")
-    min_train_nodes: int = _help(1, "minimum clients per round")
-    server_lr: float = _help(1e-2, "server learning rate (FedAdam, FedYogi)")
-    server_momentum: float = _help(0.9, "server momentum (FedAvgM)")
+    name: Literal["fedavg", "fedprox", "fedavgm", "fedadam", "fedyogi", "centralized"] = option(
+        "fedavg", "the federated algorithm, or centralized for the CL baseline")
+    num_rounds: int = option(3, "rounds (epochs for centralized)")
+    proximal_mu: float = option(0.0, "FedProx mu (sent by the server)")
+    fraction_train: float = option(1.0, "fraction of clients sampled per round")
+    min_train_nodes: int = option(1, "minimum clients per round")
+    server_lr: float = option(1e-2, "server learning rate (FedAdam, FedYogi)")
+    server_momentum: float = option(0.9, "server momentum (FedAvgM)")
 
     def __post_init__(self):
-        if self.name not in STRATEGIES:
-            raise ValueError(f"strategy.name must be one of {STRATEGIES}, got {self.name!r}")
+        check_fields(self, "strategy")
         if self.num_rounds < 0:
-            raise ValueError("strategy.num_rounds must be >= 0")
+            raise ValueError(f"strategy.num_rounds must be >= 0, got {self.num_rounds}")
         if self.proximal_mu < 0:
-            raise ValueError("strategy.proximal_mu must be >= 0")
+            raise ValueError(f"strategy.proximal_mu must be >= 0, got {self.proximal_mu}")
         if self.proximal_mu > 0 and self.name != "fedprox":
             raise ValueError(f"strategy.proximal_mu is only used by fedprox, not {self.name!r}")
         if not 0 < self.fraction_train <= 1:
-            raise ValueError("strategy.fraction_train must be in (0, 1]")
-
-
-AUDIT_METHODS_DEFAULT = ("utility", "mr", "pearl", "pa")
+            raise ValueError(f"strategy.fraction_train must be in (0, 1], got {self.fraction_train}")
 
 
 @dataclass
 class AuditConfig:
-    """What is audited after every round (and at round 0), and with which shared settings."""
+    """What is audited after every round (and at round 0), and the settings the methods share.
 
-    methods: list[str] = _list(AUDIT_METHODS_DEFAULT, "enabled audit methods, by registry name")
-    prefix_len: int = _help(30, "prefix tokens of the memorization text (paper default 30)")
-    suffix_len: int = _help(64, "suffix tokens = generation budget (max_new_tokens)")
-    samples_per_client: int = _help(64, "train samples per client prepared for auditing (fixed per run)")
-    test_per_client: int = _help(32, "test samples per client prepared (non-members, utility)")
+    ``samples_per_client`` and ``test_per_client`` size the pool of prepared samples (fixed per run); each
+    method audits a part of that pool, and asking for more than the pool holds is an error, never a cap.
+    """
+
+    methods: list[str] = option_factory(["utility", "mr", "pearl", "pa"], "enabled audit methods, by registry name")
+    prefix_len: int = option(30, "prefix tokens of the memorization text")
+    suffix_len: int = option(64, "suffix tokens = generation budget (max_new_tokens)")
+    samples_per_client: int | Literal["all"] = option(
+        64, "train samples per client prepared for auditing, fixed per run; all = every usable one")
+    test_per_client: int | Literal["all"] = option(
+        32, "test samples per client prepared (non-members, utility); all = every usable one")
     decoding: Decoding = field(default_factory=Decoding, metadata={"help": "decoding preset (conf/audit/decoding)"})
-    batch_size: int = _help(64, "sequences per generation / scoring batch")
-    reveal_text: bool = _help(False, "show leaked text excerpts in reports instead of hash + length")
+    batch_size: int = option(64, "sequences per generation / scoring batch")
+    reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     sections: dict[str, Any] = field(default_factory=dict, metadata={"help": "per-method config sections"})
 
     def __post_init__(self):
         if isinstance(self.decoding, dict):
-            self.decoding = Decoding(**self.decoding)
-        if self.prefix_len < 1 or self.suffix_len < 1:
-            raise ValueError("audit.prefix_len and audit.suffix_len must be >= 1")
+            self.decoding = build_section(Decoding, self.decoding, "audit.decoding")
+        check_fields(self, "audit")
+        positive(self, "audit", "prefix_len", "suffix_len", "batch_size")
+        for name in ("samples_per_client", "test_per_client"):
+            if getattr(self, name) != "all":
+                positive(self, "audit", name)
         if self.prefix_len > self.suffix_len:
             raise ValueError(
                 f"audit.prefix_len ({self.prefix_len}) is longer than the suffix budget audit.suffix_len "
                 f"({self.suffix_len}); raise audit.suffix_len or shorten the prefix"
             )
-        if self.samples_per_client < 1 or self.test_per_client < 1:
-            raise ValueError("audit.samples_per_client and audit.test_per_client must be >= 1")
 
 
 @dataclass
 class SimulationConfig:
     """How the Flower simulation runs the clients."""
 
-    backend: str = _help("ray", "Flower simulation backend")
-    num_cpus_per_client: float = _help(1.0, "Ray CPUs per ClientApp (2 clients run at once on 2 cores)")
-    num_gpus_per_client: float = _help(0.0, "Ray GPUs per ClientApp")
-    torch_threads: int = _help(1, "torch threads inside each ClientApp")
+    backend: Literal["ray"] = option("ray", "Flower simulation backend")
+    num_cpus_per_client: float = option(1.0, "Ray CPUs per ClientApp")
+    num_gpus_per_client: float = option(0.0, "Ray GPUs per ClientApp")
+    torch_threads: int = option(1, "torch threads inside each ClientApp")
 
     def __post_init__(self):
-        if self.num_cpus_per_client <= 0 or self.torch_threads < 1:
-            raise ValueError("simulation.num_cpus_per_client must be > 0 and simulation.torch_threads >= 1")
-
-
-@dataclass
-class ExperimentConfig:
-    task: Any  # fedmem.data.TaskConfig
-    data: Any  # fedmem.data.DataConfig
-    model: ModelConfig
-    train: TrainConfig
-    strategy: StrategyConfig
-    audit: AuditConfig
-    simulation: SimulationConfig
-    seed: int = 0
-    run_dir: str = "runs/latest"
-    cache_dir: str = ".cache/fedmem"
-
-    @property
-    def num_clients(self) -> int:
-        return int(self.data.num_clients)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict in the layout of conf/ (method sections back under ``audit``): ``from_dict`` inverts it."""
-        d = dataclasses.asdict(self)
-        d["audit"] = {**{k: v for k, v in d["audit"].items() if k != "sections"}, **d["audit"]["sections"]}
-        return d
-
-    def hash(self) -> str:
-        """A short hash of everything that changes results (not where they are written)."""
-        d = self.to_dict()
-        d.pop("run_dir", None)
-        d.pop("cache_dir", None)
-        d["train"].pop("progress", None)
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _section(cls, d: dict[str, Any] | None, name: str):
-    d = dict(d or {})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"{name}: unknown option(s) {unknown}; known: {sorted(known)}")
-    return cls(**d)
-
-
-def from_dict(d: dict[str, Any]) -> ExperimentConfig:
-    """Build and validate the whole configuration from a plain (resolved) dict."""
-    from fedmem.data import DataConfig, TaskConfig
-
-    d = dict(d)
-    audit = dict(d.get("audit") or {})
-    methods = audit.get("methods", list(AUDIT_METHODS_DEFAULT))
-    shared = {f.name for f in dataclasses.fields(AuditConfig)} - {"sections"}
-    # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
-    sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
-    audit = {k: v for k, v in audit.items() if k in shared}
-    cfg = ExperimentConfig(
-        task=_section(TaskConfig, d.get("task"), "task"),
-        data=_section(DataConfig, d.get("data"), "data"),
-        model=_section(ModelConfig, d.get("model"), "model"),
-        train=_section(TrainConfig, d.get("train"), "train"),
-        strategy=_section(StrategyConfig, d.get("strategy"), "strategy"),
-        audit=_section(AuditConfig, {**audit, "methods": list(methods), "sections": sections}, "audit"),
-        simulation=_section(SimulationConfig, d.get("simulation"), "simulation"),
-        seed=int(d.get("seed", 0)),
-        run_dir=str(d.get("run_dir", "runs/latest")),
-        cache_dir=str(d.get("cache_dir", ".cache/fedmem")),
-    )
-    validate(cfg)
-    return cfg
-
-
-def validate(cfg: ExperimentConfig) -> None:
-    """Cross-section checks and every enabled audit method's own config: all before training starts."""
-    import fedmem.audit  # noqa: F401  (registers the built-in methods)
-    from fedmem.audit.base import AUDIT_METHODS, build_method_config
-
-    from fedmem.data import check_configs
-
-    if cfg.num_clients < 1:
-        raise ValueError(f"data.num_clients must be >= 1, got {cfg.num_clients}")
-    check_configs(cfg.task, cfg.data)
-    if cfg.strategy.name != "centralized" and cfg.strategy.min_train_nodes > cfg.num_clients:
-        raise ValueError(
-            f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
-        )
-    if cfg.audit.prefix_len + cfg.audit.suffix_len > cfg.model.max_seq_len * 4:
-        raise ValueError("audit.prefix_len + audit.suffix_len is far beyond model.max_seq_len")
-    for name in cfg.audit.methods:
-        if name not in AUDIT_METHODS:
-            raise ValueError(f"audit.methods: unknown method {name!r}; known: {sorted(AUDIT_METHODS)}")
-        method_cfg = build_method_config(name, cfg.audit.sections.get(name))
-        if (name == "pa" and method_cfg.generic is None and method_cfg.n_ratio is None
-                and method_cfg.generic_source == "public" and cfg.data.source != "synthetic"):
-            raise ValueError(f"audit.pa.generic_source=public needs the synthetic source's public corpus (data.source="
-                             f"{cfg.data.source}); use audit.pa.generic_source=appendix_b or give audit.pa.generic")
+        check_fields(self, "simulation")
+        positive(self, "simulation", "torch_threads")
+        if self.num_cpus_per_client <= 0 or self.num_gpus_per_client < 0:
+            raise ValueError("simulation.num_cpus_per_client must be > 0 and num_gpus_per_client >= 0")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from fedmem.audit.base import Decoding
+from fedmem.config import Decoding
 
 
 def sampling_kwargs(decoding: Decoding) -> dict:

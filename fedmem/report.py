@@ -7,40 +7,23 @@ Text excerpts of training data are redacted by the methods themselves (``AuditRu
 
 from __future__ import annotations
 
-import json
-import os
 import platform
-import shutil
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from fedmem.audit.base import to_jsonable
+from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
 
 PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "bm25s", "spacy", "sentence-transformers", "numpy")
 
 
-def atomic_write_text(path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def save_adapter(model, target: Path) -> None:
-    """peft's ``save_pretrained`` (adapter weights + config only) into a temp dir, then renamed into place."""
-    target = Path(target)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".adapter-"))
-    model.save_pretrained(tmp, save_embedding_layers=False)  # adapter only, also with lm_head targeted (load.py)
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+def headline(report: dict) -> dict[str, float]:
+    """A round report's scalar headline figures, as ``<method>/<figure>`` (logged by Flower, plotted as curves)."""
+    out = {}
+    for name, sec in report.get("audit", {}).items():
+        for k, v in (sec.get("headline") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"{name}/{k}"] = float(v)
+    return out
 
 
 def versions() -> dict[str, str]:
@@ -75,15 +58,16 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         "task": cfg.task.name,
         "model": cfg.model.name,
         "strategy": cfg.strategy.name,
+        "experiment": cfg.experiment,
         "train": train_log,
         "audit": sections,
         "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
         "versions": versions(),
         "config": cfg.to_dict(),
     })
-    atomic_write_text(out / "report.json", json.dumps(report, indent=2))
+    atomic_write_json(out / "report.json", report)
     lines = [f"# Round {server_round} ({label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name})",
-             "", f"config hash `{cfg.hash()}`, seed {cfg.seed}", ""]
+             "", f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`", ""]
     if train_log:
         lines += ["## Training", "", "| client | loss | steps | examples |", "|---|---|---|---|"]
         for client, m in sorted(train_log.items(), key=lambda kv: str(kv[0])):
@@ -110,8 +94,6 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
 
 
 def _curves(history: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    from fedmem.experiment import headline
-
     curves: dict[str, list[tuple[int, float]]] = {}
     for rep in history:
         for k, v in headline(rep).items():
@@ -125,14 +107,10 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
     curves = _curves(history)
     summary = {"config_hash": cfg.hash(), "label": history[0]["label"] if history else None,
                "strategy": cfg.strategy.name, "rounds": [h["round"] for h in history], "curves": curves}
-    atomic_write_text(run_dir / "summary.json", json.dumps(to_jsonable(summary), indent=2))
+    atomic_write_json(run_dir / "summary.json", to_jsonable(summary))
     lines = [f"# fedmem run `{cfg.hash()}`: {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name}", ""]
     if curves:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         groups: dict[str, list[str]] = {}
         for k in curves:
             groups.setdefault(k.split("/")[0], []).append(k)
@@ -144,11 +122,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
             ax.set_xlabel("round")
             ax.set_title(g)
             ax.legend(fontsize=7)
-            fig.tight_layout()
-            fname = f"curves_{g}.png"
-            fig.savefig(run_dir / f".{fname}.tmp.png", dpi=90)
-            plt.close(fig)
-            os.replace(run_dir / f".{fname}.tmp.png", run_dir / fname)
+            fname = save_figure(fig, run_dir / f"curves_{g}.png", dpi=90)
             lines += [f"## {g}", "", f"![{g}]({fname})", ""]
         lines += ["## Headline figures per round", "", "| figure | " + " | ".join(f"r{r}" for r in summary["rounds"]) + " |",
                   "|---|" + "---|" * len(summary["rounds"])]

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from fedmem.io import atomic_write_json, atomic_write_text
+
 FACTORS = {
     "decoding": ("audit", "decoding", "strategy"),  # Table 3
     "prefix_len": ("audit", "prefix_len"),  # Table 4
@@ -60,8 +62,6 @@ def sweep_tables(jobs: list[dict]) -> dict[str, dict]:
 
 
 def write_sweep_report(sweep_dir: Path) -> Path:
-    from fedmem.report import atomic_write_text
-
     jobs = load_sweep(sweep_dir)
     tables = sweep_tables(jobs)
     lines = [f"# Sweep {Path(sweep_dir).name}: {len(jobs)} runs", ""]
@@ -76,5 +76,5 @@ def write_sweep_report(sweep_dir: Path) -> Path:
         lines.append("No factor varies across the finished runs of this sweep.")
     out = Path(sweep_dir) / "sweep_report.md"
     atomic_write_text(out, "\n".join(lines))
-    atomic_write_text(Path(sweep_dir) / "sweep_tables.json", json.dumps(tables, indent=2))
+    atomic_write_json(Path(sweep_dir) / "sweep_tables.json", tables)
     return out

@@ -1,6 +1,6 @@
 """Flower ServerApp: the strategy loop plus fedmem's per-round audit hook (round 0 and after every round).
 
-Thin: the audit, the reports and the model live in ``fedmem.experiment``; this file only maps the config to a
+Thin: the audit, the reports and the model live in ``fedmem.auditor`` and ``fedmem.runtime``; this file only maps the config to a
 Flower strategy and hands the aggregated adapter to the hook.
 """
 
@@ -10,8 +10,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
-from fedmem.config import ExperimentConfig
-from fedmem.experiment import Auditor, load_config
+from fedmem.experiment_config import ExperimentConfig, load_config
+from fedmem.runtime import make_auditor
 
 
 def build_strategy(cfg: ExperimentConfig):
@@ -51,7 +51,7 @@ def build_strategy(cfg: ExperimentConfig):
 
 
 def run_server(grid: Grid, cfg: ExperimentConfig) -> None:
-    auditor = Auditor(cfg, label="fl")
+    auditor = make_auditor(cfg, label="fl")
     strategy = build_strategy(cfg)
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flwr.simulation import run_simulation
 
 from clients.client_app import make_client_app
-from fedmem.experiment import load_config
+from fedmem.experiment_config import load_config
 from server.server_app import make_server_app
 
 

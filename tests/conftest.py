@@ -26,6 +26,8 @@ FAST = [
     "data.shared_canary_copies=[]",
     "audit.samples_per_client=6",
     "audit.test_per_client=3",
+    "audit.mr.n=6",
+    "audit.pa.n=6",
     "audit.suffix_len=32",
     "audit.prefix_len=16",
     "audit.methods=[utility]",
@@ -45,7 +47,7 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture
 def compose(cache_dir, tmp_path):
     """compose(*overrides) -> plain config dict for a fast experiment writing into tmp_path."""
-    from fedmem.cli import compose_dict
+    from fedmem.experiment_config import compose_dict
 
     def _compose(*overrides: str) -> dict:
         d = compose_dict([*FAST, f"cache_dir={cache_dir}", *overrides])

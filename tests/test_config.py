@@ -1,11 +1,14 @@
 """Invalid configurations fail before any training, with one clear message."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
-from fedmem.config import from_dict
+from fedmem.experiment_config import from_dict
 
 
 @pytest.mark.parametrize(
@@ -17,15 +20,25 @@ from fedmem.config import from_dict
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
         ("train.effective_batch=12", "multiple of train.batch_size"),
         ("strategy.proximal_mu=0.1", "only used by fedprox"),
+        ("train.lr=abc", "train.lr must be a number, got 'abc'"),
+        ("seed=abc", "seed must be an integer, got 'abc'"),
+        ("audit.methods=[utility,pearl] audit.pearl.score=auc", "audit.pearl.score must be one of gfd, falloff, expected_drop"),
+        ("audit/decoding=greedy audit.decoding.strategy=beam", "audit.decoding.strategy must be one of greedy"),
+        ("model.dtype=int8", "model.dtype must be one of auto, float32, bfloat16, float16"),
+        ("data.source=web", "data.source must be one of synthetic, hf, local"),
+        ("audit.samples_per_client=some", "audit.samples_per_client must be an integer or one of all"),
+        # a size beyond the prepared pool is an error naming both numbers, never a silent cap
+        ("audit.methods=[utility,mr] audit.mr.n=1000", "audit.mr audits 1000 train samples per client, but audit.samples_per_client prepares 6"),
+        ("audit.utility.n=5", "audit.utility audits 5 test samples per client, but audit.test_per_client prepares 3"),
     ],
 )
 def test_invalid_config_is_rejected(compose, override, message):
-    with pytest.raises(ValueError, match=message):
-        from_dict(compose(override))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        from_dict(compose(*override.split()))
 
 
-def test_tiny_preset_pa_calibration_needs_the_synthetic_public_corpus(compose):
-    # conf/model/tiny.yaml calibrates PA's n on the public corpus, which only the synthetic source has
+def test_offline_demo_pa_calibration_needs_the_synthetic_public_corpus(compose):
+    # conf/experiment/offline_demo.yaml calibrates PA's n on the public corpus, which only the synthetic source has
     with pytest.raises(ValueError, match="generic_source=public needs the synthetic source"):
         from_dict(compose("audit.methods=[utility,pa]", "data.source=hf"))
     cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "audit.pa.generic_source=appendix_b"))
@@ -48,7 +61,7 @@ def test_default_config_is_valid(compose):
 
 def test_written_config_reads_back_with_every_override(compose, tmp_path):
     """The Flower apps rebuild the config from the YAML that `fedmem run` writes: method overrides must survive."""
-    from fedmem.experiment import load_config, write_config
+    from fedmem.experiment_config import load_config, write_config
 
     cfg = from_dict(compose("audit.mr.n=7", "audit.pa.c=9", "audit.pearl.perturbation=synonym", "train.lr=0.01"))
     write_config(cfg, tmp_path / "config.yaml")
@@ -60,7 +73,7 @@ def test_written_config_reads_back_with_every_override(compose, tmp_path):
 
 
 def test_full_default_composes():
-    from fedmem.cli import compose_dict
+    from fedmem.experiment_config import compose_dict
 
     cfg = from_dict(compose_dict([]))
     assert (cfg.task.name, cfg.model.name, cfg.strategy.name, cfg.strategy.num_rounds) == ("dialog", "tiny", "fedavg", 3)
@@ -80,3 +93,35 @@ def test_cli_fails_before_training_and_writes_nothing(tmp_path, override, messag
     assert proc.returncode != 0
     assert message in proc.stderr
     assert not run_dir.exists() or not any(run_dir.iterdir())
+
+
+def test_model_presets_set_model_and_training_only():
+    """Audit decision rules live in experiment presets (named in every report), never in a model preset."""
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for preset in sorted((conf / "model").glob("*.yaml")):
+        keys = set(yaml.safe_load(preset.read_text()))
+        assert keys <= {"model", "train"}, f"{preset.name} sets {sorted(keys - {'model', 'train'})}"
+    for preset in sorted((conf / "experiment").glob("*.yaml")):
+        assert yaml.safe_load(preset.read_text())["experiment"] == preset.stem
+
+
+def test_experiment_preset_is_recorded_and_other_models_keep_the_papers_rules(compose):
+    cfg = from_dict(compose("audit.methods=[utility,pa,pearl]"))
+    assert cfg.experiment == "offline_demo" and cfg.audit.sections["pa"]["generic_source"] == "public"
+    paper = from_dict(compose("experiment=paper", "audit.methods=[utility,pa,pearl]"))
+    assert paper.experiment == "paper"
+    assert (paper.audit.sections["pa"]["generic_source"], paper.audit.sections["pearl"]["score"]) == ("appendix_b", "gfd")
+    assert paper.hash() != cfg.hash()
+
+
+def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
+    from fedmem.audit.samples import build_audit_run
+    from fedmem.runtime import base_model, federated_data
+
+    cfg = from_dict(compose("audit.samples_per_client=40"))  # 24 train rows per client, some of them canary copies
+    _, tokenizer, _ = base_model(cfg)
+    with pytest.raises(ValueError, match=r"audit.samples_per_client=40, but client 0's train split has only \d+"):
+        build_audit_run(cfg.audit, cfg.task, federated_data(cfg), tokenizer, cfg.seed)
+    every = from_dict(compose("audit.samples_per_client=all"))
+    run = build_audit_run(every.audit, every.task, federated_data(every), tokenizer, every.seed)
+    assert 6 < min(len(v) for v in run.train.values()) <= 24

@@ -8,8 +8,8 @@ import torch
 from safetensors.torch import load_file
 
 from fedmem.cli import run_experiment
-from fedmem.config import from_dict
-from fedmem.experiment import client_round, fresh_lora_model
+from fedmem.experiment_config import from_dict
+from fedmem.runtime import client_round, fresh_lora_model
 from fedmem.model.load import adapter_state
 from fedmem.train import proximal_term, train_local
 
@@ -21,7 +21,7 @@ def _adapter(run_dir: Path, r: int) -> dict:
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory, cache_dir):
     """FedAvg and FedProx(mu=0) runs of 2 clients x 1 round through the Flower simulation."""
-    from fedmem.cli import compose_dict
+    from fedmem.experiment_config import compose_dict
     from tests.conftest import FAST
 
     out = {}
@@ -82,7 +82,7 @@ def test_proximal_term_covers_trainable_weights_only(compose):
 
 
 def test_fedprox_mu_pulls_towards_global(compose):
-    from fedmem.experiment import train_examples
+    from fedmem.runtime import train_examples
 
     cfg = from_dict(compose())
     ex = train_examples(cfg, 0)

@@ -12,7 +12,7 @@ import pytest
 
 from fedmem.audit.base import RoundContext
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from tests.pearl_tiny import make_run, tiny_model, tiny_tokenizer
+from fedmem.testing import make_run, tiny_model, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,9 @@ def test_mr_exact_outcome(parts, tmp_path):
     w0 = run.train_sizes[0] / sum(run.train_sizes.values())
     assert sec["intra"]["any"] == pytest.approx(w0 / 3)
     assert sec["inter"]["any"] == 0.0
-    assert sec["total_fl"]["any"] == pytest.approx(1 / 6)  # union over all 6 sampled prefixes
+    assert sec["total"]["any"] == pytest.approx(1 / 6) and sec["setting"] == "fl"  # union over all 6 prefixes
     assert sec["incoherent_dropped"] == {0: 0, 1: 1}
-    assert sec["headline"]["total_fl"] == pytest.approx(1 / 6)
+    assert sec["headline"]["total"] == pytest.approx(1 / 6)
     assert sec["headline"]["intra_minus_inter"] == pytest.approx(w0 / 3)  # what a sweep table averages
     with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
         recs = [json.loads(line) for line in f]
@@ -59,7 +59,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     pngs = method.render(sec, str(tmp_path))
     assert all((tmp_path / f).stat().st_size > 0 for _, f in pngs)
     md = method.markdown(sec)
-    assert "MR(j→k)" in md and "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
+    assert "MR(j→k)" in md and "MR_TotalFL %" in md and "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
     assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:.2f} ± " in md  # client 0 hits itself once, nobody else
 
 
@@ -68,7 +68,8 @@ def test_cl_label_reports_total_cl(parts, tmp_path):
     method = MemorizationRatio(MRConfig(n=2), run)
     ctx = RoundContext(run=run, round=0, model=model, label="cl")
     sec = method.audit(ctx)  # real generation by the untrained tiny model
-    assert "total_cl" in sec and "total_fl" not in sec
+    assert sec["setting"] == "cl" and set(sec["total"]) == set(sec["intra"])  # same keys in FL and CL reports
+    assert "MR_TotalCL %" in method.markdown(sec)
     assert all(0.0 <= v <= 1.0 for row in sec["matrix"]["any"] for v in row)
     assert sum(sec["n"]) == 4
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config, to_jsonable
+from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
+from fedmem.io import to_jsonable
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
-from tests.pearl_tiny import make_run, memorize, tiny_model, tiny_tokenizer
+from fedmem.testing import make_run, memorize, tiny_model, tiny_tokenizer
 
 N_CLIENTS, N = 2, 2
 CFG = dict(n=N, samples_per_intensity=4, max_new_tokens=20)

@@ -6,7 +6,7 @@ import pytest
 from fedmem.audit.perturb import bitflip, default_replacer, flip_bits, flip_count, sample_rng, synonym
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.wordnet import WordNet, WordNetMissing
-from tests.pearl_tiny import make_sample, tiny_tokenizer
+from fedmem.testing import make_sample, tiny_tokenizer
 
 TEXT = (
     "In the end, Barack Obama will remember not the words of our enemies in Paris, "

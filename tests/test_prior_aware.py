@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, Decoding, RoundContext, build_method_config
-from fedmem.audit.base import to_jsonable
+from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, RoundContext, build_method_config
+from fedmem.config import Decoding
+from fedmem.io import to_jsonable
+from fedmem.model.tiny import qwen2_model
 from fedmem.audit.prior_aware import (
     public_generic_pairs,
     GENERIC_LONG,
@@ -44,14 +46,7 @@ def one_thread():
 
 
 def qwen2(vocab: int, seed: int, hidden: int = 32, sharpen: float = 1.0):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0,
-    )
-    model = Qwen2ForCausalLM(cfg)
+    model = qwen2_model(vocab, hidden, 2 * hidden, 2, 4, 2, seed=seed, max_position_embeddings=256, pad_token_id=0)
     if sharpen != 1.0:
         with torch.no_grad():
             model.lm_head.weight.mul_(sharpen)
@@ -113,8 +108,9 @@ def text_samples(tokenizer, n_per_client: int = 6, clients: int = 2):
 def test_config_rejects_bad_values_with_one_clear_message():
     assert PriorAwareConfig().c == 64
     for kwargs, fragment in [
-        ({"c": 0}, "c and trials must be >= 1"),
-        ({"trials": 0}, "trials must be >= 1"),
+        ({"c": 0}, "audit.pa.c must be >= 1"),
+        ({"c": "abc"}, "audit.pa.c must be an integer, got 'abc'"),
+        ({"trials": 0}, "audit.pa.trials must be >= 1"),
         ({"m": 0.0}, "audit.pa.m"),
         ({"m": 2.0}, "audit.pa.m"),
         ({"n_ratio": -1.0}, "audit.pa.n_ratio"),

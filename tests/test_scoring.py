@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedmem.model.tiny import qwen2_model
 from fedmem.scoring import PAD_SLACK, prior_logprobs, sequence_logprobs, suffix_blocks, token_logprobs
 
 VOCAB = 8
@@ -30,14 +31,7 @@ def one_thread():
 
 
 def toy_model(seed: int = 0, pad_token_id: int | None = 0):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=pad_token_id,
-    )
-    model = Qwen2ForCausalLM(cfg)
+    model = qwen2_model(VOCAB, 32, 64, 2, 4, 2, seed=seed, max_position_embeddings=64, pad_token_id=pad_token_id)
     # Random init is nearly uniform over 8 tokens; sharpen it so that probabilities differ visibly.
     with torch.no_grad():
         model.lm_head.weight.mul_(30.0)

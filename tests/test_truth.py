@@ -2,7 +2,9 @@
 
 import pytest
 
-from fedmem.audit.truth import roc_auc, score_against_truth, score_rows, truth_label
+from fedmem.audit import AUDIT_METHODS
+from fedmem.audit.calibration import roc_auc
+from fedmem.audit.truth import score_against_truth, score_rows, truth_label
 
 
 def test_labels():
@@ -32,11 +34,13 @@ def test_auc_ties_and_empty():
     assert roc_auc([], [0.0]) is None
 
 
-def test_method_sections_are_read():
+def test_method_sections_are_read_through_the_methods_truth_rows():
     sections = {"pa": {"samples": [{"tags": {"canary": "a", "copies": 4}, "log10_ratio": 3.0, "pa_memorized": True},
                                    {"tags": {"generic": True}, "log10_ratio": 0.1, "pa_memorized": False}]},
                 "utility": {"weighted": {}}}
-    out = score_against_truth(sections)
+    # truth_rows reads only the section: the methods' classes serve, unbuilt, as the readers
+    methods = {name: AUDIT_METHODS[name].__new__(AUDIT_METHODS[name]) for name in sections}
+    out = score_against_truth(methods, sections)
     assert list(out) == ["pa"] and out["pa"]["precision"] == 1.0 and out["pa"]["roc_auc"] == 1.0
 
 

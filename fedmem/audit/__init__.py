@@ -1,4 +1,12 @@
 """Audit methods. Importing this package registers the built-in methods in ``AUDIT_METHODS``."""
 
 from fedmem.audit import mr, pearl, prior_aware, utility  # noqa: F401
-from fedmem.audit.base import AUDIT_METHODS, AuditMethod, AuditRun, AuditSample, RoundContext, register  # noqa: F401
+from fedmem.audit.base import (  # noqa: F401
+    AUDIT_METHODS,
+    AuditMethod,
+    AuditRun,
+    AuditSample,
+    RoundContext,
+    build_method_config,
+    register,
+)

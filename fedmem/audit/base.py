@@ -9,11 +9,14 @@ log-probabilities, which are memoised per round, so two methods asking for the s
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+
+from fedmem.config import Decoding, build_section
+from fedmem.generation import generate_batched
+from fedmem.scoring import prior_logprobs, sequence_logprobs
 
 
 @dataclass(frozen=True)
@@ -37,22 +40,6 @@ class AuditSample:
     label: str | None = None  # classification label, if any
     tags: dict[str, Any] = field(default_factory=dict)  # ground truth: {"canary": id, "copies": n, "generic": bool}
     full_prompt_ids: tuple[int, ...] = ()  # the whole user turn (not truncated), for utility generation
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """A decoding preset (SPEC §3). ``strategy`` is one of greedy, top_k, top_p, temperature."""
-
-    strategy: str = "top_k"
-    top_k: int = 40
-    top_p: float = 0.8
-    temperature: float = 1.0
-
-    def __post_init__(self):
-        if self.strategy not in ("greedy", "top_k", "top_p", "temperature"):
-            raise ValueError(f"decoding.strategy must be greedy, top_k, top_p or temperature, got {self.strategy!r}")
-        if self.top_k < 1 or not 0 < self.top_p <= 1 or self.temperature <= 0:
-            raise ValueError("decoding needs top_k >= 1, 0 < top_p <= 1 and temperature > 0")
 
 
 @dataclass
@@ -98,6 +85,7 @@ class RoundContext:
     batch_size: int = 32
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
+    _prior_cache: dict = field(default_factory=dict, repr=False)
 
     def generate(
         self,
@@ -111,8 +99,6 @@ class RoundContext:
 
         Memoised on the full request, so a second method asking the same thing gets the same outputs.
         """
-        from fedmem.generation import generate_batched
-
         decoding = decoding or self.run.decoding
         seed = self.run.seed + 1000 * self.round if seed is None else seed
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
@@ -131,19 +117,30 @@ class RoundContext:
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
         """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
-        from fedmem.scoring import sequence_logprobs
-
         key = tuple(pairs)
         if key not in self._lp_cache:
             self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size)
         return self._lp_cache[key]
+
+    def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
+        """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
+        memoised (each prefix's KV cache serves all suffixes: ``fedmem.scoring.prior_logprobs``)."""
+        key = (tuple(prefixes), tuple(suffixes))
+        if key not in self._prior_cache:
+            self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size)
+        return self._prior_cache[key]
 
     def decode(self, ids: list[int]) -> str:
         return self.run.tokenizer.decode(ids, skip_special_tokens=True)
 
 
 class AuditMethod:
-    """Base of a registered audit method. Subclasses set ``name`` and ``Config`` and implement ``audit``."""
+    """An audit method: a config class, ``audit(ctx)`` per round, and optional hooks with neutral defaults.
+
+    Nothing outside a method knows its internals: the auditor builds it from its validated ``Config``, calls
+    ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, renders its
+    section for the human report, and calls ``close`` at the end of the run.
+    """
 
     name: ClassVar[str] = ""
     Config: ClassVar[type] = dict
@@ -152,24 +149,43 @@ class AuditMethod:
         self.cfg = cfg
         self.run = run
 
+    @classmethod
+    def check(cls, cfg: Any, experiment: Any) -> None:
+        """Checks of this method's config against the rest of the experiment (an ``ExperimentConfig``), run
+        before anything is loaded or trained. Raise ValueError naming the key."""
+
+    @classmethod
+    def samples_needed(cls, cfg: Any) -> dict[str, int]:
+        """Prepared samples per client this method audits, by split ("train", "test"): the auditor refuses a
+        config whose pool (``audit.samples_per_client``, ``audit.test_per_client``) is smaller."""
+        return {}
+
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         """Return this method's JSON-serialisable section of ``report.json`` for one round."""
         raise NotImplementedError
 
+    def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per-sample ``{"tags", "split", "score", "decision"}`` of a section, for scoring against the synthetic
+        ground truth (``fedmem.audit.truth``); empty for methods that decide nothing per sample."""
+        return []
+
     def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
-        """Optional: write plots for the human report; return (title, file name relative to out_dir) pairs."""
+        """Write plots for the human report; return (title, file name relative to out_dir) pairs."""
         return []
 
     def markdown(self, section: dict[str, Any]) -> str:
-        """Optional: a short Markdown summary of the section for the human report."""
+        """A short Markdown summary of the section for the human report."""
         return ""
+
+    def close(self) -> None:
+        """Release what the method holds beyond the run (e.g. the Elasticsearch indices it created)."""
 
 
 AUDIT_METHODS: dict[str, type[AuditMethod]] = {}
 
 
 def register(cls: type[AuditMethod]) -> type[AuditMethod]:
-    """Class decorator: make an audit method available under ``cls.name`` to ``conf/audit``."""
+    """Class decorator: make an audit method available under ``cls.name`` to ``audit.methods``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} needs a non-empty name")
     if cls.name in AUDIT_METHODS and AUDIT_METHODS[cls.name] is not cls:
@@ -179,35 +195,10 @@ def register(cls: type[AuditMethod]) -> type[AuditMethod]:
 
 
 def build_method_config(name: str, section: dict[str, Any] | None) -> Any:
-    """Validate one method's config section (dataclass ``__post_init__`` checks) before any training."""
+    """One method's config section, validated (unknown keys, types, ``__post_init__`` checks)."""
     if name not in AUDIT_METHODS:
         raise ValueError(f"unknown audit method {name!r}; known: {sorted(AUDIT_METHODS)}")
     cls = AUDIT_METHODS[name].Config
-    section = dict(section or {})
     if cls is dict:
-        return section
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(section) - known
-    if unknown:
-        raise ValueError(f"audit.{name}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-    return cls(**section)
-
-
-def to_jsonable(obj: Any) -> Any:
-    """numpy scalars/arrays and dataclasses to plain JSON types."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(dataclasses.asdict(obj))
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
-        return None
-    return obj
-
-
-Factory = Callable[[Any, AuditRun], AuditMethod]
+        return dict(section or {})
+    return build_section(cls, section, f"audit.{name}")

@@ -7,37 +7,36 @@ one batched detector call over all (generation, retrieved suffix) pairs, then th
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
+from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
 from fedmem.audit.mr_stats import mr_figures
 from fedmem.audit.suffix_index import IndexConfig, suffix_index
 from fedmem.audit.truth import canary_group, canary_group_order
-
-CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
+from fedmem.config import build_section, check_fields, option, positive
+from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 
 
 @dataclass
 class MRConfig:
-    n: int = field(default=32, metadata={"help": "sampled prefixes (and suffixes) per client; paper 4000"})
-    top_k: int = field(default=10, metadata={"help": "retrieved suffixes per generation and client (n')"})
-    index: dict = field(default_factory=dict, metadata={"help": "suffix index (IndexConfig fields)"})
-    detector: dict = field(default_factory=dict, metadata={"help": "PAN2014 detector (DetectorConfig fields)"})
-    drop_incoherent: bool = field(default=True, metadata={"help": "drop generations repeating a 3-gram >= 10x"})
-    records: bool = field(default=True, metadata={"help": "write per-prefix records to round_<r>/mr_records.jsonl.gz"})
+    n: int = option(32, "sampled prefixes (and suffixes) per client (the paper: 4000)")
+    top_k: int = option(10, "retrieved suffixes per generation and client (n')")
+    index: IndexConfig = field(default_factory=IndexConfig, metadata={"help": "suffix index (IndexConfig fields)"})
+    detector: DetectorConfig = field(default_factory=DetectorConfig,
+                                     metadata={"help": "PAN2014 detector (DetectorConfig fields)"})
+    drop_incoherent: bool = option(True, "drop generations repeating a 3-gram >= 10x")
+    records: bool = option(True, "write per-prefix records to round_<r>/mr_records.jsonl.gz")
 
     def __post_init__(self):
-        from fedmem.audit.detector import DetectorConfig
-
-        if self.n < 1 or self.top_k < 1:
-            raise ValueError("audit.mr.n and audit.mr.top_k must be >= 1")
-        self.index = IndexConfig(**self.index) if isinstance(self.index, dict) else self.index
-        self.detector = DetectorConfig(**self.detector) if isinstance(self.detector, dict) else self.detector
+        if isinstance(self.index, dict):
+            self.index = build_section(IndexConfig, self.index, "audit.mr.index")
+        if isinstance(self.detector, dict):
+            self.detector = build_section(DetectorConfig, self.detector, "audit.mr.detector")
+        check_fields(self, "audit.mr")
+        positive(self, "audit.mr", "n", "top_k")
 
 
 @register
@@ -45,9 +44,11 @@ class MemorizationRatio(AuditMethod):
     name = "mr"
     Config = MRConfig
 
-    def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
-        from fedmem.audit.detector import PlagiarismDetector
+    @classmethod
+    def samples_needed(cls, cfg: MRConfig) -> dict[str, int]:
+        return {"train": cfg.n}
 
+    def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
         super().__init__(cfg, run)
         self.samples = {c: run.train[c][: cfg.n] for c in run.clients}
         self.indexes = {c: suffix_index([s.suffix_text for s in self.samples[c]], cfg.index, name=f"c{c}")
@@ -62,8 +63,6 @@ class MemorizationRatio(AuditMethod):
             ix.close()
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
-        from fedmem.audit.detector import is_incoherent
-
         run, clients = self.run, self.run.clients
         prefixes = [s for c in clients for s in self.samples[c]]
         outs = ctx.generate([s.prompt_ids for s in prefixes], run.suffix_len)
@@ -95,11 +94,12 @@ class MemorizationRatio(AuditMethod):
         prefix_clients = [s.client for s, _ in keep] + [c for c in clients for _ in range(dropped[c])]
         pad = [set() for _ in range(sum(dropped.values()))]
         figures = {cat: mr_figures(prefix_clients, h + pad, run.train_sizes) for cat, h in hits.items()}
-        total_key = "total_cl" if ctx.label == "cl" else "total_fl"
         any_ = figures["any"]
         section = {
-            "headline": {"intra": any_["intra"], "inter": any_["inter"], total_key: any_["total"],
-                         **{f"{c}_{total_key}": figures[c]["total"] for c in CATEGORIES}},
+            # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
+            "setting": ctx.label,
+            "headline": {"intra": any_["intra"], "inter": any_["inter"], "total": any_["total"],
+                         **{f"{c}_total": figures[c]["total"] for c in CATEGORIES}},
             "clients": any_["clients"],
             "n": any_["n"],
             "weights": any_["weights"],
@@ -108,7 +108,7 @@ class MemorizationRatio(AuditMethod):
             "inter": {cat: f["inter"] for cat, f in figures.items()},
             "intra_minus_inter": {cat: f["intra_minus_inter"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
-            total_key: {cat: f["total"] for cat, f in figures.items()},
+            "total": {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": dropped,
             "pairs_checked": len(pairs),
             "ground_truth": self._ground_truth(keep, hits),
@@ -147,20 +147,17 @@ class MemorizationRatio(AuditMethod):
         return out
 
     def _write_records(self, out_dir: str, keep, hits, matched) -> None:
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".mr_records.")
-        with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt") as f:
-            for i, (s, _) in enumerate(keep):
-                rec = {"prefix": s.id, "client": s.client, "matches": matched[i],
-                       "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
-                f.write(json.dumps(rec) + "\n")
-        os.replace(tmp, os.path.join(out_dir, "mr_records.jsonl.gz"))
+        atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"), (
+            {"prefix": s.id, "client": s.client, "matches": matched[i],
+             "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
+            for i, (s, _) in enumerate(keep)))
+
+    def truth_rows(self, section: dict) -> list[dict]:
+        return [{"tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
+                 "decision": bool(s["hit_own"])} for s in section.get("samples", [])]
 
     def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         out = []
         for cat in ("any", *CATEGORIES):
             m = section["matrix"][cat]
@@ -173,26 +170,21 @@ class MemorizationRatio(AuditMethod):
             ax.set_ylabel("j (prefix client)")
             ax.set_title(f"MR(j→k) %, {cat}", fontsize=9)
             fig.colorbar(im, ax=ax, fraction=0.046)
-            fig.tight_layout()
-            name = f"mr_{cat}.png"
-            fig.savefig(os.path.join(out_dir, f".{name}.tmp.png"), dpi=90)
-            plt.close(fig)
-            os.replace(os.path.join(out_dir, f".{name}.tmp.png"), os.path.join(out_dir, name))
-            out.append((f"MR {cat}", name))
+            out.append((f"MR {cat}", save_figure(fig, os.path.join(out_dir, f"mr_{cat}.png"), dpi=90)))
         return out
 
     def markdown(self, section: dict) -> str:
         m, clients = section["matrix"]["any"], section["clients"]
-        total_key = "total_cl" if "total_cl" in section else "total_fl"
+        total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
         lines = ["MR(j→k) in %, any category (rows: prefix client j, columns: suffix client k)", "",
                  "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
         for j, row in zip(clients, m):
             lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" for v in row) + " |")
-        lines += ["", "| category | MR_Intra % | MR_Inter % | MR_Total % |", "|---|---|---|---|"]
+        lines += ["", f"| category | MR_Intra % | MR_Inter % | {total} % |", "|---|---|---|---|"]
         for cat in ("any", *CATEGORIES):
             i = section["inter"][cat]
             lines.append(f"| {cat} | {100 * section['intra'][cat]:.2f} | "
-                         f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section[total_key][cat]:.2f} |")
+                         f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section['total'][cat]:.2f} |")
         d = (section.get("intra_minus_inter") or {}).get("any")
         if d:
             lines += ["", f"MR_Intra − MR_Inter (any): {100 * d['diff']:.2f} ± {100 * d['se']:.2f} points (standard "

@@ -10,7 +10,7 @@ detector typed one of k's top-n' retrieved suffixes as memorized). From it:
 with w_j = |D_j| / Σ_i |D_i|. With L = 1 there is no other client: MR_Inter is None.
 
 MR_Intra − MR_Inter also gets a standard error, because with a few dozen prefixes per client the two often differ
-by less than their noise. Per prefix i of client j, d_i = [i hit j] − |hits_i \ {j}| / (L−1); the difference is
+by less than their noise. Per prefix i of client j, d_i = [i hit j] − |hits_i − {j}| / (L−1); the difference is
 Σ_j w_j mean_j(d), so its standard error is sqrt(Σ_j w_j² var_j(d) / n_j) (prefixes independent; normal 95%
 interval ± 1.96 se).
 """

@@ -6,27 +6,23 @@ Per audited sample x = (prefix p, reference y): perturb p at every intensity k, 
 
 y is the sample's assistant turn by default (``reference: assistant``): the prompt is the chat-templated user
 turn holding p, so what the model outputs is an assistant turn, and the output it was fine-tuned to give is
-PEARL's reference (for summarization, the title that ROUGE-L is meant for). ``reference: suffix`` scores
-against the memorization suffix instead. Measured on the default experiment's centrally trained model
-(round 3, 6 members, 6 non-members): against the suffix, the unperturbed 1 − NCD was 0.20-0.29 for members and
-0.21-0.34 for non-members (an answer is not the patient text's continuation); against the assistant turn,
-0.28-0.31 for members and 0.22-0.27 for non-members.
+PEARL's reference (for summarization, the title that ROUGE-L is meant for); an answer is not the patient text's
+continuation, so scoring it against the memorization suffix compares unlike texts. ``reference: suffix``
+scores against the suffix instead.
 Members are the audited train samples, non-members the same clients' test samples; the decision threshold
 alpha is calibrated per round on the non-members at a target FPR. A loss-threshold membership-inference
 attack on the same samples is reported beside it (PEARL Table 4 shape).
 
 Cost: all (samples x intensities) prompts go through one batched ``ctx.generate`` call with
-``num_samples = samples_per_intensity``; ``n`` caps the samples per client and side.
+``num_samples = samples_per_intensity``; ``n`` sets the samples per client and side.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -39,103 +35,80 @@ from fedmem.audit.calibration import (
     histogram_edges,
     roc_auc,
 )
-from fedmem.audit.performance import METRICS, performance
-from fedmem.audit.perturb import PERTURBATIONS, bitflip, default_replacer, flip_count, sample_rng
+from fedmem.audit.performance import performance
+from fedmem.audit.perturb import bitflip, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
-from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
+from fedmem.audit.sensitivity import intensity_means, sensitivity_scores
 from fedmem.audit.truth import canary_group
+from fedmem.config import check_fields, option, option_factory, positive
+from fedmem.io import atomic_write_json, pyplot, save_figure
 
-
-def _help(default, text: str):
-    return field(default=default, metadata={"help": text})
-
-
-def _list(default, text: str):
-    return field(default_factory=lambda: list(default), metadata={"help": text})
 
 
 @dataclass
 class PearlConfig:
     """audit.pearl: PEARL perturbation sensitivity (SPEC §5)."""
 
-    n: int = _help(
+    n: int = option(
         2,
         "samples audited per client and side (members = train, non-members = test). Cost: n x 2 x clients x "
-        "len(intensities) x samples_per_intensity generations of max_new_tokens; about 3 s of CPU per audited "
-        "sample on the tiny preset, hence the small default",
+        "len(intensities) x samples_per_intensity generations of max_new_tokens",
     )
-    intensities: list[int] = _list([0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
-    samples_per_intensity: int = _help(10, "outputs sampled per perturbed prompt (PEARL's i)")
-    perturbation: str = _help("bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
-    reference: str = _help(
+    intensities: list[float] = option_factory(
+        [0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
+    samples_per_intensity: int = option(10, "outputs sampled per perturbed prompt (PEARL's i)")
+    perturbation: Literal["bitflip", "synonym"] = option(
+        "bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
+    reference: Literal["assistant", "suffix"] = option(
         "assistant", "what outputs are scored against: assistant (the sample's assistant turn, PEARL's reference "
                      "output) or suffix (the memorization suffix)")
-    metric: str | None = _help(
+    metric: Literal["ncd", "rouge_l"] | None = option(
         None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
     )
-    zlib_level: int = _help(9, "zlib compression level of the NCD compressor C")
-    score: str = _help("gfd", "score that decides: gfd, falloff or expected_drop")
-    alpha: float = _help(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
-    decide_with: str = _help(
+    zlib_level: int = option(9, "zlib compression level of the NCD compressor C")
+    score: Literal["gfd", "falloff", "expected_drop"] = option(
+        "gfd", "score that decides: gfd, falloff or expected_drop")
+    alpha: float = option(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
+    decide_with: Literal["calibrated", "configured"] = option(
         "calibrated",
         "threshold of the per-sample decisions and the MIA comparison: calibrated (alpha from the non-members "
         "at fpr_target, falling back to alpha when there are none) or configured (alpha as given)",
     )
-    tau_drop: float = _help(0.2, "gfd: an output fails when m_0 - perf > tau_drop (PEARL's tau_b)")
-    fpr_target: float = _help(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
-    fixed_alphas: list[float] = _list([0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
-    max_new_tokens: int | None = _help(None, "generation budget; None = audit.suffix_len")
-    seed: int = _help(0, "perturbation seed (combined with each sample's id)")
-    wordnet_dir: str | None = _help(
+    tau_drop: float = option(0.2, "gfd: an output fails when m_0 - perf > tau_drop (PEARL's tau_b)")
+    fpr_target: float = option(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
+    fixed_alphas: list[float] = option_factory(
+        [0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
+    max_new_tokens: int | None = option(None, "generation budget; None = audit.suffix_len")
+    seed: int = option(0, "perturbation seed (combined with each sample's id)")
+    wordnet_dir: str | None = option(
         None, "WordNet 3.0 dict folder for synonym; None = $FEDMEM_WORDNET, else /usr/share/wordnet (wordnet-base)"
     )
-    synonym_senses: int = _help(2, "synonym: synonyms come from this many leading WordNet senses of a word")
-    hist_bins: int = _help(20, "bins of the member / non-member score histograms")
-    mia_context: str = _help(
+    synonym_senses: int = option(2, "synonym: synonyms come from this many leading WordNet senses of a word")
+    hist_bins: int = option(20, "bins of the member / non-member score histograms")
+    mia_context: Literal["prefix", "prompt"] = option(
         "prefix",
         "loss attack conditions the suffix on: prefix (the bare prefix ids, as Prior-Aware's P(s|p)) or prompt "
         "(the prefix inside the chat-templated user turn, as the model saw it in fine-tuning)",
     )
 
     def __post_init__(self):
+        check_fields(self, "audit.pearl")
+        positive(self, "audit.pearl", "n", "samples_per_intensity", "synonym_senses", "hist_bins")
         ks = list(self.intensities)
-        if self.n < 1 or self.samples_per_intensity < 1:
-            raise ValueError("audit.pearl.n and audit.pearl.samples_per_intensity must be >= 1")
         if len(ks) < 2 or ks[0] != 0 or any(b <= a for a, b in zip(ks, ks[1:])):
             raise ValueError(f"audit.pearl.intensities must start at 0 and increase strictly (>= 2 values), got {ks}")
-        if self.perturbation not in PERTURBATIONS:
-            raise ValueError(f"audit.pearl.perturbation must be one of {PERTURBATIONS}, got {self.perturbation!r}")
         if self.perturbation == "bitflip" and ks[-1] > 100:
             raise ValueError(f"audit.pearl.intensities are bit percentages for bitflip: at most 100, got {ks[-1]}")
         if self.perturbation == "synonym" and any(int(k) != k for k in ks):
             raise ValueError(f"audit.pearl.intensities count words for synonym: whole numbers, got {ks}")
-        if self.metric is not None and self.metric not in METRICS:
-            raise ValueError(f"audit.pearl.metric must be one of {METRICS}, got {self.metric!r}")
         if not 1 <= self.zlib_level <= 9:
             raise ValueError(f"audit.pearl.zlib_level must be 1..9, got {self.zlib_level}")
-        if self.score not in SCORES:
-            raise ValueError(f"audit.pearl.score must be one of {SCORES}, got {self.score!r}")
-        if self.decide_with not in ("calibrated", "configured"):
-            raise ValueError(f"audit.pearl.decide_with must be calibrated or configured, got {self.decide_with!r}")
         if self.tau_drop < 0:
             raise ValueError(f"audit.pearl.tau_drop must be >= 0, got {self.tau_drop}")
         if not 0 <= self.fpr_target < 1:
             raise ValueError(f"audit.pearl.fpr_target must be in [0, 1), got {self.fpr_target}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError("audit.pearl.max_new_tokens must be >= 1 (or null for audit.suffix_len)")
-        if self.reference not in ("assistant", "suffix"):
-            raise ValueError(f"audit.pearl.reference must be assistant or suffix, got {self.reference!r}")
-        if self.mia_context not in ("prefix", "prompt"):
-            raise ValueError(f"audit.pearl.mia_context must be prefix or prompt, got {self.mia_context!r}")
-        if self.synonym_senses < 1 or self.hist_bins < 1:
-            raise ValueError("audit.pearl.synonym_senses and audit.pearl.hist_bins must be >= 1")
-
-
-def _write_json_atomic(path: str, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
 
 
 def _rate(flags: list[bool]) -> dict[str, Any]:
@@ -148,6 +121,10 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
 class PearlSensitivity(AuditMethod):
     name = "pearl"
     Config = PearlConfig
+
+    @classmethod
+    def samples_needed(cls, cfg: PearlConfig) -> dict[str, int]:
+        return {"train": cfg.n, "test": cfg.n}
 
     def __init__(self, cfg: PearlConfig, run: AuditRun):
         super().__init__(cfg, run)
@@ -231,8 +208,9 @@ class PearlSensitivity(AuditMethod):
         }
         if ctx.out_dir:
             path = os.path.join(ctx.out_dir, f"pearl_{ctx.label}_tables.json")
-            _write_json_atomic(path, {"ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
-                                      "performance": np.round(tables, 5).tolist()})
+            atomic_write_json(path, indent=None, obj={
+                "ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
+                "performance": np.round(tables, 5).tolist()})
             section["tables_file"] = os.path.basename(path)
         return section
 
@@ -394,13 +372,14 @@ class PearlSensitivity(AuditMethod):
             for k, v in sorted(groups.items())
         }
 
+    def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:
+        key = section.get("calibration", {}).get("score", "gfd")
+        return [{"tags": s.get("tags") or {}, "split": "train" if s["member"] else "test", "score": s[key],
+                 "decision": bool(s["memorized"])} for s in section.get("samples", [])]
+
     # -- human report -------------------------------------------------------------------------------------
     def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         label, score = section.get("label", "fl"), section["calibration"]["score"]
         files = []
         curve = section["fpr_curve"]
@@ -421,7 +400,7 @@ class PearlSensitivity(AuditMethod):
             ax.set_ylabel("rate")
             ax.set_title(f"PEARL FPR curve, round {section.get('round')} ({label})")
             ax.legend(fontsize=8)
-            files.append((f"PEARL FPR curve ({label})", self._save(fig, out_dir, f"pearl_{label}_fpr.png")))
+            files.append((f"PEARL FPR curve ({label})", save_figure(fig, os.path.join(out_dir, f"pearl_{label}_fpr.png"))))
         dist = section["distributions"][score]
         if section["n_members"] or section["n_nonmembers"]:
             fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -433,21 +412,8 @@ class PearlSensitivity(AuditMethod):
             ax.set_ylabel("samples")
             ax.set_title(f"PEARL {score}, round {section.get('round')} ({label})")
             ax.legend(fontsize=8)
-            files.append((f"PEARL {score} histogram ({label})", self._save(fig, out_dir, f"pearl_{label}_hist.png")))
+            files.append((f"PEARL {score} histogram ({label})", save_figure(fig, os.path.join(out_dir, f"pearl_{label}_hist.png"))))
         return files
-
-    @staticmethod
-    def _save(fig, out_dir: str, name: str) -> str:
-        import matplotlib.pyplot as plt
-
-        os.makedirs(out_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".png")
-        os.close(fd)
-        fig.tight_layout()
-        fig.savefig(tmp, dpi=100)
-        plt.close(fig)
-        os.replace(tmp, os.path.join(out_dir, name))
-        return name
 
     def markdown(self, section: dict[str, Any]) -> str:
         cal, counts, mia = section["calibration"], section["counts"], section["mia"]

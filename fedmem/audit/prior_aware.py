@@ -9,14 +9,12 @@ For each audited train pair (p, s) of a client:
   same q_i. The mean is taken in probability space, computed in log space (logsumexp). With ``trials`` > 1,
   ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its standard error
   is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error is that of
-  the mean of the c samples (std / √c). All P(s|q_i) come from one call of ``fedmem.scoring.prior_logprobs``
+  the mean of the c samples (std / √c). All P(s|q_i) come from one call of ``RoundContext.prior_logprobs``
   (prefix KV-cache reuse).
   A deliberate difference from the paper: a suffix's *own* prefix p is left out of its P̂(s) (the draws equal
-  to p are excluded from the means; each sample's P̂ uses the remaining ones). The paper draws 5,000 prefixes
-  from a corpus of millions, where p is practically never drawn; from an audit pool of a few hundred prefixes
-  it is (c = 64 of 192: about 28% of the samples), and then P̂(s) >= P(s|p) / c caps the ratio at exactly c
-  whatever the model memorized (measured on the default run: canaries and boilerplate alike at log10 ratio
-  1.806 = log10 64).
+  to p are excluded from the means; each sample's P̂ uses the remaining ones). The paper draws its prefixes from
+  a corpus of millions, where p is practically never drawn; from an audit pool of a few hundred prefixes it
+  often is, and then P̂(s) >= P(s|p) / c caps the ratio at c whatever the model memorized.
 - extractable: P(s|p) > m;  PA-memorized: extractable and P(s|p) / P̂(s) > n.
 - m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
 - n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
@@ -27,12 +25,12 @@ For each audited train pair (p, s) of a client:
   up to 8 tokens and the long set longer ones (the same cut as m). ``generic`` in the config replaces the set.
   The App. B list is copied verbatim except for the trailing list-separator commas of the paper's listing.
   ``generic_source: public`` calibrates on the data source's public corpus instead: App. B works because a
-  pretrained LLM has seen such sentences many times, and the tiny preset has not (its whole pretraining is the
-  public corpus; measured on it, App. B gives log10 n = -2.4, i.e. the first half of an App. B sentence
-  predicts its second half *worse* than a random clinical prefix does, and every extractable suffix passes n).
-  Its analogue is the public corpus itself: ``generic_count`` paragraphs (seeded), each cut into the audited
-  shape (``prefix_len`` + ``suffix_len`` tokens, split after ``prefix_len``), so that n is measured on pairs
-  of the same length as the audited ones.
+  pretrained LLM has seen such sentences many times, and a base model pretrained only on a public corpus (the
+  tiny preset) has not; for it, the first half of an App. B sentence can predict its second half worse than a
+  random training prefix does, and then every extractable suffix passes n. The analogue for such a model is
+  its public corpus itself: ``generic_count`` paragraphs (seeded), each cut into the audited shape
+  (``prefix_len`` + ``suffix_len`` tokens, split after ``prefix_len``), so that n is measured on pairs of the
+  same length as the audited ones.
 
 The section reports counts (extractable, PA-memorized, their ratio) per client and overall, the log10-ratio
 histogram, per-sample scores (ids only), the top- and lowest-scoring examples (texts through ``run.redact``),
@@ -43,14 +41,16 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
-from dataclasses import dataclass, field
+import random
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
 from fedmem.audit.truth import canary_group, canary_group_order
-from fedmem.scoring import prior_logprobs
+from fedmem.config import check_fields, option, positive
+from fedmem.io import pyplot, save_figure
 
 LN10 = math.log(10.0)
 
@@ -118,33 +118,25 @@ def default_generic(suffix_len: int) -> list[str]:
 
 @dataclass
 class PriorAwareConfig:
-    n: int = field(default=16, metadata={"help": "train pairs audited per client (ground-truth-tagged ones first)"})
-    c: int = field(default=64, metadata={"help": "prior prefixes q_i per trial for P̂(s) (the paper: 1000 x 5)"})
-    trials: int = field(default=1, metadata={"help": "independent draws of c prefixes; the SE of P̂(s) is over trials"})
-    m: float | None = field(
-        default=None, metadata={"help": "extractable when P(s|p) > m; null: 1e-2 for suffixes <= 8 tokens, else 1e-4"}
-    )
-    n_ratio: float | None = field(
-        default=None,
-        metadata={"help": "PA-memorized when P(s|p)/P̂(s) > n_ratio; null: calibrated per audited model (generic set)"},
-    )
-    generic: list[str] | None = field(
-        default=None, metadata={"help": "generic sentences for calibrating n; null: the paper's App. B list"}
-    )
-    generic_source: str = field(
-        default="appendix_b",
-        metadata={"help": "appendix_b: the paper's App. B sentences; public: paragraphs of the data source's public "
-                          "corpus (the tiny preset's pretraining text). Ignored when `generic` is set"},
-    )
-    generic_count: int = field(default=32, metadata={"help": "public paragraphs used with generic_source=public"})
-    top: int = field(default=5, metadata={"help": "top- and lowest-scoring examples shown in the report"})
-    seed: int | None = field(default=None, metadata={"help": "seed of the prior prefixes; null: the run's seed"})
+    n: int = option(16, "train pairs audited per client (ground-truth-tagged ones first)")
+    c: int = option(64, "prior prefixes q_i per trial for P̂(s) (the paper: 1000 x 5)")
+    trials: int = option(1, "independent draws of c prefixes; the SE of P̂(s) is over trials")
+    m: float | None = option(None, "extractable when P(s|p) > m; null: 1e-2 for suffixes <= 8 tokens, else 1e-4")
+    n_ratio: float | None = option(
+        None, "PA-memorized when P(s|p)/P̂(s) > n_ratio; null: calibrated per audited model (generic set)")
+    generic: list[str] | None = option(None, "generic sentences for calibrating n; null: see generic_source")
+    generic_source: Literal["appendix_b", "public"] = option(
+        "appendix_b", "appendix_b: the paper's App. B sentences; public: paragraphs of the data source's public "
+                      "corpus (for a base pretrained on it). Ignored when `generic` is set")
+    generic_count: int = option(32, "public paragraphs used with generic_source=public")
+    top: int = option(5, "top- and lowest-scoring examples shown in the report")
+    seed: int | None = option(None, "seed of the prior prefixes; null: the run's seed")
 
     def __post_init__(self):
+        check_fields(self, "audit.pa")
+        positive(self, "audit.pa", "n", "c", "trials", "generic_count")
         if self.generic is not None:
-            self.generic = [str(t) for t in self.generic]  # Hydra hands lists over as ListConfig
-        if self.n < 1 or self.c < 1 or self.trials < 1:
-            raise ValueError(f"audit.pa.n, c and trials must be >= 1, got n={self.n}, c={self.c}, trials={self.trials}")
+            self.generic = [str(t) for t in self.generic]
         if self.m is not None and not 0 < self.m <= 1:
             raise ValueError(f"audit.pa.m is a probability threshold and must be in (0, 1], got {self.m}")
         if self.n_ratio is not None and not self.n_ratio > 0:
@@ -153,10 +145,10 @@ class PriorAwareConfig:
             raise ValueError("audit.pa.generic must be null or a non-empty list of non-empty sentences")
         if self.top < 0:
             raise ValueError(f"audit.pa.top must be >= 0, got {self.top}")
-        if self.generic_source not in ("appendix_b", "public"):
-            raise ValueError(f"audit.pa.generic_source must be appendix_b or public, got {self.generic_source!r}")
-        if self.generic_count < 1:
-            raise ValueError(f"audit.pa.generic_count must be >= 1, got {self.generic_count}")
+
+    @property
+    def uses_public_corpus(self) -> bool:
+        return self.n_ratio is None and self.generic is None and self.generic_source == "public"
 
 
 # ---------------------------------------------------------------- the estimator and the decision (pure functions)
@@ -243,8 +235,6 @@ def public_generic_pairs(tokenizer, texts, count: int, prefix_len: int, suffix_l
                          ) -> tuple[list[str], list[tuple[tuple[int, ...], tuple[int, ...]]]]:
     """``count`` seeded public paragraphs long enough for the audited shape, each cut into (first ``prefix_len``
     tokens, next ``suffix_len`` tokens). Returns (the texts of the pairs, the pairs)."""
-    import random
-
     order = list(range(len(texts)))
     random.Random(seed).shuffle(order)
     out_texts, pairs = [], []
@@ -324,6 +314,17 @@ class PriorAwareMemorization(AuditMethod):
     name = "pa"
     Config = PriorAwareConfig
 
+    @classmethod
+    def check(cls, cfg: PriorAwareConfig, experiment) -> None:
+        if cfg.uses_public_corpus and experiment.data.source != "synthetic":
+            raise ValueError(f"audit.pa.generic_source=public needs the synthetic source's public corpus "
+                             f"(data.source={experiment.data.source}); use audit.pa.generic_source=appendix_b or "
+                             f"give audit.pa.generic")
+
+    @classmethod
+    def samples_needed(cls, cfg: PriorAwareConfig) -> dict[str, int]:
+        return {"train": cfg.n}
+
     def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
         super().__init__(cfg, run)
         self.audited = [s for c in run.clients for s in select_audited(run.train[c], cfg.n)]
@@ -337,7 +338,7 @@ class PriorAwareMemorization(AuditMethod):
         self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
         self.generic_texts, self.generic = [], []
         if cfg.n_ratio is None:  # n is calibrated: build the generic set
-            if cfg.generic is None and cfg.generic_source == "public":
+            if cfg.uses_public_corpus:
                 if not run.public_texts:
                     raise ValueError("audit.pa.generic_source=public needs a data source with a public corpus (the "
                                      "synthetic source); use audit.pa.generic_source=appendix_b")
@@ -355,7 +356,7 @@ class PriorAwareMemorization(AuditMethod):
         n_s = len(pairs)
         log_p_all = ctx.logprobs(pairs + self.generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
-        logq = prior_logprobs(ctx.model, self.prior_prefixes, [s for _, s in pairs + self.generic], ctx.batch_size)
+        logq = ctx.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + self.generic])
         est = prior_estimate(logq, cfg.trials, exclude=self.own_prefix)
         log_p, log_phat = log_p_all[:n_s], est.log_phat[:n_s]
         log_ratio = log_p - log_phat
@@ -455,15 +456,16 @@ class PriorAwareMemorization(AuditMethod):
         out["untagged"] = _counts(ext[rest], pa[rest])
         return out
 
+    def truth_rows(self, section: dict) -> list[dict]:
+        return [{"tags": s.get("tags") or {}, "split": "train", "score": s["log10_ratio"],
+                 "decision": bool(s["pa_memorized"])} for s in section.get("samples", [])]
+
     # -- human report
     def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
         hist = section.get("histogram_log10_ratio") or {}
         if not hist.get("edges"):
             return []
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         edges = np.array(hist["edges"])
         allc, extc = np.array(hist["all"]), np.array(hist["extractable"])
@@ -479,17 +481,7 @@ class PriorAwareMemorization(AuditMethod):
         ax.set_ylabel("audited pairs")
         ax.set_title("Prior-Aware ratio")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        name = "pa_ratio_hist.png"
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".pa_ratio_hist-", suffix=".png")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, dpi=110, format="png")
-            os.replace(tmp, os.path.join(out_dir, name))
-        finally:
-            plt.close(fig)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        name = save_figure(fig, os.path.join(out_dir, "pa_ratio_hist.png"), dpi=110)
         return [("Prior-Aware: log10 P(s|p)/P̂(s)", name)]
 
     def markdown(self, section: dict) -> str:

@@ -16,8 +16,11 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+
+from fedmem.config import check_fields
 
 # Lucene's English stopword set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list Elasticsearch's `_english_` uses.
 ENGLISH_STOPWORDS = frozenset(
@@ -38,15 +41,14 @@ def query_terms(text: str) -> list[str]:
 
 @dataclass
 class IndexConfig:
-    backend: str = field(default="embedded", metadata={"help": "embedded (bm25s, Lucene BM25) | elasticsearch"})
+    backend: Literal["embedded", "elasticsearch"] = field(default="embedded", metadata={"help": "embedded (bm25s, Lucene BM25) | elasticsearch"})
     k1: float = field(default=1.2, metadata={"help": "BM25 k1 (Elasticsearch default)"})
     b: float = field(default=0.75, metadata={"help": "BM25 b (Elasticsearch default)"})
     es_url: str | None = field(default=None, metadata={"help": "Elasticsearch URL; None = $FEDMEM_ES_URL"})
     es_prefix: str = field(default="fedmem", metadata={"help": "prefix of the index names this run creates"})
 
     def __post_init__(self):
-        if self.backend not in ("embedded", "elasticsearch"):
-            raise ValueError(f"audit.mr.index.backend must be embedded or elasticsearch, got {self.backend!r}")
+        check_fields(self, "audit.mr.index")
         if self.k1 < 0 or not 0 <= self.b <= 1:
             raise ValueError("audit.mr.index needs k1 >= 0 and 0 <= b <= 1")
         if self.backend == "elasticsearch" and not (self.es_url or os.environ.get("FEDMEM_ES_URL")):

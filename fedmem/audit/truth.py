@@ -9,7 +9,7 @@ out: whether a model memorized them is exactly what is unknown. Each method cont
 
 from __future__ import annotations
 
-import numpy as np
+from fedmem.audit.calibration import roc_auc
 
 
 def truth_label(tags: dict, split: str) -> bool | None:
@@ -31,14 +31,6 @@ def canary_group_order(key: str) -> tuple:
     return (bool(shared), int(copies) if copies.isdigit() else 0)
 
 
-def roc_auc(pos: list[float], neg: list[float]) -> float | None:
-    """Mann-Whitney AUC: P(score of a positive > score of a negative), ties counted half."""
-    if not pos or not neg:
-        return None
-    p, n = np.asarray(pos, float)[:, None], np.asarray(neg, float)[None, :]
-    return float((p > n).mean() + 0.5 * (p == n).mean())
-
-
 def score_rows(rows: list[dict]) -> dict:
     labelled = [(truth_label(r.get("tags") or {}, r.get("split", "train")), r) for r in rows]
     labelled = [(y, r) for y, r in labelled if y is not None]
@@ -52,26 +44,11 @@ def score_rows(rows: list[dict]) -> dict:
             "roc_auc": roc_auc(pos, neg)}
 
 
-def method_rows(name: str, section: dict) -> list[dict]:
-    """Per-sample (tags, split, score, decision) of the built-in methods' sections."""
-    if name == "pa":
-        return [{"tags": s.get("tags") or {}, "split": "train", "score": s["log10_ratio"],
-                 "decision": bool(s["pa_memorized"])} for s in section.get("samples", [])]
-    if name == "pearl":
-        key = section.get("calibration", {}).get("score", "gfd")
-        return [{"tags": s.get("tags") or {}, "split": "train" if s["member"] else "test", "score": s[key],
-                 "decision": bool(s["memorized"])} for s in section.get("samples", [])]
-    if name == "mr":
-        return [{"tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
-                 "decision": bool(s["hit_own"])} for s in section.get("samples", [])]
-    return []
-
-
-def score_against_truth(sections: dict) -> dict:
+def score_against_truth(methods: dict, sections: dict) -> dict:
     """{method: {positives, negatives, precision, recall, roc_auc}} for every method with per-sample rows."""
     out = {}
-    for name, section in sections.items():
-        rows = method_rows(name, section)
+    for name, method in methods.items():
+        rows = method.truth_rows(sections.get(name) or {})
         if rows:
             out[name] = score_rows(rows)
     return out

@@ -5,21 +5,22 @@ pass machinery (``RoundContext.generate``), greedy so that utility does not depe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, Decoding, RoundContext, register
+from fedmem.audit.base import AuditMethod, RoundContext, register
+from fedmem.config import Decoding, check_fields, option, positive
 
 
 @dataclass
 class UtilityConfig:
-    n: int = field(default=16, metadata={"help": "test samples per client (capped by audit.test_per_client)"})
-    max_new_tokens: int = field(default=48, metadata={"help": "generation budget for the assistant turn"})
+    n: int = option(16, "test samples per client (at most audit.test_per_client)")
+    max_new_tokens: int = option(48, "generation budget for the assistant turn")
 
     def __post_init__(self):
-        if self.n < 1 or self.max_new_tokens < 1:
-            raise ValueError("audit.utility.n and audit.utility.max_new_tokens must be >= 1")
+        check_fields(self, "audit.utility")
+        positive(self, "audit.utility", "n", "max_new_tokens")
 
 
 def rouge_l(pred: str, ref: str, _scorer=[]) -> float:
@@ -48,6 +49,10 @@ def label_match(pred: str, label: str) -> bool:
 class Utility(AuditMethod):
     name = "utility"
     Config = UtilityConfig
+
+    @classmethod
+    def samples_needed(cls, cfg: UtilityConfig) -> dict[str, int]:
+        return {"test": cfg.n}
 
     def audit(self, ctx: RoundContext) -> dict:
         samples = [s for c in self.run.clients for s in self.run.test[c][: self.cfg.n]]

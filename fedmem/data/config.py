@@ -9,25 +9,15 @@ ValueError naming the key; :func:`check_configs` does the checks that need both.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from fedmem.config import check_fields, option, option_factory
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 
-PARTITIONS = ("natural", "dirichlet", "iid")
-SOURCES = ("synthetic", "hf", "local")
-GROUP_BY = ("tags", "keywords")
 RULE_KEYS = ("any", "all", "none")
 FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".json.gz", ".csv.gz")
-
-
-def _help(default, text: str):
-    return field(default=default, metadata={"help": text})
-
-
-def _factory(default, text: str):
-    return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": text})
 
 
 def normalize_groups(groups: Any, key: str) -> dict[str, dict[str, list[str]]]:
@@ -57,32 +47,33 @@ class TaskConfig:
     ``TaskConfig(name="qa")`` is the paper's QA task; ``""`` clears an optional column or name explicitly.
     """
 
-    name: str = _help("dialog", "summarization | dialog | qa | classification")
-    user_template: str | None = _help(None, "user turn, a format string over the task's fields (SPEC §2 Table 6)")
-    assistant_template: str | None = _help(None, "assistant turn, a format string over the task's fields")
-    mem_field: str | None = _help(None, "the field holding the memorization text (prefix + suffix source)")
-    hf_dataset: str | None = _help(None, "Hugging Face dataset id (source=hf without data.path)")
-    hf_config: str | None = _help(None, "dataset config name ('' for none)")
-    hf_split: str | None = _help(None, "split to read; fedmem makes its own train/test split per client")
-    columns: dict[str, str] | None = _help(None, "template field -> column (dotted paths reach nested fields)")
-    client_column: str | None = _help(None, "natural partition: the column that decides the client ('' = none)")
-    client_groups: dict[str, Any] | None = _help(
+    name: Literal["summarization", "dialog", "qa", "classification"] = option(
+        "dialog", "summarization | dialog | qa | classification")
+    user_template: str | None = option(None, "user turn, a format string over the task's fields (SPEC §2 Table 6)")
+    assistant_template: str | None = option(None, "assistant turn, a format string over the task's fields")
+    mem_field: str | None = option(None, "the field holding the memorization text (prefix + suffix source)")
+    hf_dataset: str | None = option(None, "Hugging Face dataset id (source=hf without data.path)")
+    hf_config: str | None = option(None, "dataset config name ('' for none)")
+    hf_split: str | None = option(None, "split to read; fedmem makes its own train/test split per client")
+    columns: dict[str, str] | None = option(None, "template field -> column (dotted paths reach nested fields)")
+    client_column: str | None = option(None, "natural partition: the column that decides the client ('' = none)")
+    client_groups: dict[str, Any] | None = option(
         None,
         "natural partition: client name -> rule {any: [...], all: [...], none: [...]} over the client column's "
         "values (group_by=tags) or keywords in its text (group_by=keywords); {} = one client per distinct value",
     )
-    group_by: str | None = _help(None, "tags (list/category values) | keywords (word-boundary matches in text)")
-    tag_separator: str | None = _help(None, "group_by=tags: also split each value on this ('' = keep values whole)")
-    label_column: str | None = _help(None, "label column (classification target; Dirichlet partition; '' = none)")
-    labels: list[str] | None = _help(None, "classification label set; labels are matched case-insensitively")
-    partition: str | None = _help(None, "natural | dirichlet | iid")
-    dirichlet_alpha: float = _help(5.0, "Dirichlet concentration (paper: 5.0 for classification)")
-    metric: str | None = _help(None, "utility metric: rouge (ROUGE-L + BLEU) or accuracy")
-    pearl_metric: str | None = _help(None, "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
+    group_by: Literal["tags", "keywords"] | None = option(
+        None, "tags (list/category values) | keywords (word-boundary matches in text)")
+    tag_separator: str | None = option(None, "group_by=tags: also split each value on this ('' = keep values whole)")
+    label_column: str | None = option(None, "label column (classification target; Dirichlet partition; '' = none)")
+    labels: list[str] | None = option(None, "classification label set; labels are matched case-insensitively")
+    partition: Literal["natural", "dirichlet", "iid"] | None = option(None, "natural | dirichlet | iid")
+    dirichlet_alpha: float = option(5.0, "Dirichlet concentration (paper: 5.0 for classification)")
+    metric: Literal["rouge", "accuracy"] | None = option(None, "utility metric: rouge (ROUGE-L + BLEU) or accuracy")
+    pearl_metric: Literal["ncd", "rouge_l"] | None = option(None, "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
 
     def __post_init__(self):
-        if self.name not in TEMPLATES:
-            raise ValueError(f"task.name must be one of {sorted(TEMPLATES)}, got {self.name!r}")
+        check_fields(self, "task")
         t = TEMPLATES[self.name]
         defaults = {"user_template": t.user, "assistant_template": t.assistant, "mem_field": t.mem_field,
                     **PRESETS[self.name]}
@@ -95,6 +86,7 @@ class TaskConfig:
         self.columns = {str(k): str(v) for k, v in dict(self.columns).items()}
         self.labels = [str(x) for x in self.labels]
         self.client_groups = normalize_groups(self.client_groups, "task.client_groups")
+        check_fields(self, "task")  # again, with the preset's values filled in
 
         try:
             fields = template_fields(self.user_template, self.assistant_template)
@@ -106,16 +98,8 @@ class TaskConfig:
         missing = [f for f in fields if f not in self.columns]
         if missing:
             raise ValueError(f"task.columns has no column for template field(s) {missing}; got {self.columns}")
-        if self.partition not in PARTITIONS:
-            raise ValueError(f"task.partition must be one of {PARTITIONS}, got {self.partition!r}")
-        if self.group_by not in GROUP_BY:
-            raise ValueError(f"task.group_by must be one of {GROUP_BY}, got {self.group_by!r}")
         if not self.dirichlet_alpha > 0:
             raise ValueError(f"task.dirichlet_alpha must be > 0, got {self.dirichlet_alpha}")
-        if self.metric not in ("rouge", "accuracy"):
-            raise ValueError(f"task.metric must be rouge or accuracy, got {self.metric!r}")
-        if self.pearl_metric not in ("ncd", "rouge_l"):
-            raise ValueError(f"task.pearl_metric must be ncd or rouge_l, got {self.pearl_metric!r}")
         if self.metric == "accuracy" and not self.labels:
             raise ValueError("task.metric=accuracy needs task.labels (the label set)")
         if self.client_groups and not self.client_column:
@@ -138,43 +122,41 @@ class DataConfig:
     Seed-independent: the seed is an argument of ``load_federated``.
     """
 
-    source: str = _help("synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
-    path: str | None = _help(
+    source: Literal["synthetic", "hf", "local"] = option("synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
+    path: str | None = option(
         None, "local .jsonl/.csv/.parquet file, glob or directory: required for local; for hf, files in the hub schema"
     )
-    columns: dict[str, str] = _factory({}, "template field -> column, overriding task.columns")
-    client_column: str | None = _help(None, "override task.client_column (then one client per distinct value)")
-    client_groups: dict[str, Any] | None = _help(None, "override the client groups (see task.client_groups)")
-    group_by: str | None = _help(None, "override task.group_by")
-    label_column: str | None = _help(None, "override task.label_column")
-    num_clients: int = _help(3, "number of clients L")
-    train_per_client: int = _help(200, "train samples per client |D_j| (paper 27k), canary copies included")
-    test_per_client: int = _help(40, "test samples per client (paper 3k)")
+    columns: dict[str, str] = option_factory({}, "template field -> column, overriding task.columns")
+    client_column: str | None = option(None, "override task.client_column (then one client per distinct value)")
+    client_groups: dict[str, Any] | None = option(None, "override the client groups (see task.client_groups)")
+    group_by: Literal["tags", "keywords"] | None = option(None, "override task.group_by")
+    label_column: str | None = option(None, "override task.label_column")
+    num_clients: int = option(3, "number of clients L")
+    train_per_client: int = option(200, "train samples per client |D_j| (paper 27k), canary copies included")
+    test_per_client: int = option(40, "test samples per client (paper 3k)")
     # ---- synthetic source only
-    specialties: list[str] = _factory(
+    specialties: list[str] = option_factory(
         list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
     )
-    canary_copies: list[int] = _factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
-    canaries_per_count: int = _help(1, "synthetic: canaries per copy count in every canary client")
-    shared_canary_copies: list[int] = _factory(
+    canary_copies: list[int] = option_factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
+    canaries_per_count: int = option(1, "synthetic: canaries per copy count in every canary client")
+    shared_canary_copies: list[int] = option_factory(
         [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt "
         "round-robin over the canary clients (the same record held by several clients); FedAvg averages a client's "
         "own canary with updates that never saw it, but every holder's update pushes a shared one"
     )
-    canary_clients: list[int] | None = _help(None, "synthetic: the clients that receive canaries (None = all)")
-    generic_fraction: float = _help(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
-    num_boilerplates: int = _help(4, "synthetic: how many boilerplate closings the clients share")
-    public_size: int = _help(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
-    public_generic_fraction: float = _help(0.3, "synthetic: share of public paragraphs ending in boilerplate")
-    public_record_fraction: float = _help(
+    canary_clients: list[int] | None = option(None, "synthetic: the clients that receive canaries (None = all)")
+    generic_fraction: float = option(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
+    num_boilerplates: int = option(4, "synthetic: how many boilerplate closings the clients share")
+    public_size: int = option(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
+    public_generic_fraction: float = option(0.3, "synthetic: share of public paragraphs ending in boilerplate")
+    public_record_fraction: float = option(
         0.25, "synthetic: share of public paragraphs that are record notes in the canary format, of other people"
     )
 
     def __post_init__(self):
         from fedmem.data.synthetic.vocab import BOILERPLATE
 
-        if self.source not in SOURCES:
-            raise ValueError(f"data.source must be one of {SOURCES}, got {self.source!r}")
         if self.path == "???":  # OmegaConf's mandatory marker, left unset (conf/data/local.yaml)
             self.path = None
         if self.source == "local" and not self.path:
@@ -185,10 +167,9 @@ class DataConfig:
             if not str(self.path).lower().endswith(FILE_SUFFIXES):
                 raise ValueError(f"data.path must be a .jsonl, .json, .csv or .parquet file, got {self.path!r}")
         self.columns = {str(k): str(v) for k, v in dict(self.columns or {}).items()}
+        check_fields(self, "data")
         if self.client_groups is not None:
             self.client_groups = normalize_groups(self.client_groups, "data.client_groups")
-        if self.group_by is not None and self.group_by not in GROUP_BY:
-            raise ValueError(f"data.group_by must be one of {GROUP_BY}, got {self.group_by!r}")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
         if self.train_per_client < 1 or self.test_per_client < 1:

@@ -5,26 +5,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from fedmem.io import atomic_write_text
+
 GROUND_TRUTH_FILE = "ground_truth.json"
-
-
-def atomic_write_text(path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temp file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _target(path) -> Path:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 
 from fedmem.config import ModelConfig
+from fedmem.io import atomic_dir
+from fedmem.model.tiny import load_or_build_tiny
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -42,8 +44,6 @@ def load_pretrained(cfg: ModelConfig):
 def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: str, progress: bool = True):
     """(model, tokenizer, where) of the frozen base model."""
     if cfg.name == "tiny" and not cfg.path:
-        from fedmem.model.tiny import load_or_build_tiny
-
         return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
     model, tokenizer = load_pretrained(cfg)
     return model, tokenizer, cfg.path
@@ -82,3 +82,9 @@ def load_adapter_state(model, state: dict[str, torch.Tensor]) -> None:
     unexpected = getattr(result, "unexpected_keys", None)
     if unexpected:
         raise ValueError(f"adapter has keys the model does not: {unexpected[:3]}...")
+
+
+def save_adapter(model, target) -> None:
+    """peft's ``save_pretrained`` (adapter weights and config only), replacing ``target`` atomically."""
+    with atomic_dir(target) as tmp:
+        model.save_pretrained(tmp, save_embedding_layers=False)  # adapter only, also with lm_head targeted

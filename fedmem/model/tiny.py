@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from fedmem.config import TinyModelConfig
+from fedmem.io import atomic_dir
+from fedmem.progress import progress_bar
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -62,30 +61,31 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
     return fast
 
 
-def build_model(cfg: TinyModelConfig, tokenizer, seed: int):
+def qwen2_model(vocab_size: int, hidden_size: int, intermediate_size: int, num_hidden_layers: int,
+                num_attention_heads: int, num_key_value_heads: int, seed: int = 0, **config):
+    """A randomly initialised Qwen2 causal LM (seeded), in train mode: the tiny preset's architecture, and the
+    small real models of the tests and benches. ``config``: further ``Qwen2Config`` fields."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=cfg.num_key_value_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
+    return Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads, **config,
+    ))
+
+
+def build_model(cfg: TinyModelConfig, tokenizer, seed: int):
+    return qwen2_model(
+        len(tokenizer), cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+        cfg.num_key_value_heads, seed=seed, max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    return Qwen2ForCausalLM(config)
 
 
 def pretrain(model, tokenizer, corpus: list[str], cfg: TinyModelConfig, seed: int, max_len: int, progress: bool):
     """Plain next-token training on the public corpus, packed into ``max_len`` blocks."""
-    from fedmem.progress import progress_bar
-
     ids: list[int] = []
     for text in corpus:
         ids.extend(tokenizer(text)["input_ids"] + [tokenizer.pad_token_id])
@@ -126,18 +126,12 @@ def load_or_build_tiny(cfg: TinyModelConfig, corpus: list[str], seed: int, cache
         tokenizer = train_tokenizer(corpus, cfg.vocab_size)
         model = build_model(cfg, tokenizer, seed)
         losses = pretrain(model, tokenizer, corpus, cfg, seed, cfg.max_position_embeddings // 2, progress)
-        # Write into a temp dir and rename: a crash never leaves a half-written cache entry behind.
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".tiny-{key}-"))
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "pretrain.json").write_text(json.dumps({"losses": losses[:: max(1, len(losses) // 50)],
-                                                        "final_loss": losses[-1] if losses else None}))
-        (tmp / "done").write_text("ok")
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process won the race: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
+        with atomic_dir(target) as tmp:  # a crash never leaves a half-written cache entry behind
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "pretrain.json").write_text(json.dumps({"losses": losses[:: max(1, len(losses) // 50)],
+                                                            "final_loss": losses[-1] if losses else None}))
+            (tmp / "done").write_text("ok")
     tokenizer = AutoTokenizer.from_pretrained(target)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
     model.eval()

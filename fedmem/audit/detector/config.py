@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+from fedmem.config import check_fields
 
 # The four memorization categories, most literal first; "none" is the fifth outcome of a pair.
 CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
 NONE = "none"
-ENCODER_DTYPES = ("auto", "float32", "bfloat16")
-SCORERS = ("minilm", "cross_encoder")
 
 
 @dataclass
@@ -35,7 +36,7 @@ class DetectorConfig:
         default=3.0, metadata={"help": "idea: generated-side characters must be >= this times the suffix-side characters"}
     )
     rem_sw: bool = field(default=False, metadata={"help": "remove English stopwords before stemming (Lee: no)"})
-    scorer: str = field(default="minilm", metadata={"help": "paraphrase scorer: minilm (offline default) or cross_encoder"})
+    scorer: Literal["minilm", "cross_encoder"] = field(default="minilm", metadata={"help": "paraphrase scorer: minilm (offline default) or cross_encoder"})
     cross_encoder_path: str | None = field(
         default=None,
         metadata={"help": "local Hugging Face sequence-classification checkpoint (e.g. roberta-base fine-tuned on MRPC)"},
@@ -60,13 +61,14 @@ class DetectorConfig:
     )
     batch_size: int = field(default=128, metadata={"help": "sentences (or sentence pairs) per paraphrase-model batch"})
     device: str = field(default="cpu", metadata={"help": "torch device of the paraphrase model (cpu, cuda, ...)"})
-    encoder_dtype: str = field(
+    encoder_dtype: Literal["auto", "float32", "bfloat16"] = field(
         default="auto",
         metadata={"help": "minilm encoder dtype: auto (bfloat16 where the CPU/GPU has bf16 units, else float32) | "
                           "float32 | bfloat16; decisions are float32's either way (see paraphrase.MiniLMScorer)"},
     )
 
     def __post_init__(self):
+        check_fields(self, "audit.mr.detector")
         for name in ("th1", "th2", "th3"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -78,8 +80,6 @@ class DetectorConfig:
                 raise ValueError(f"detector.{name} must be an integer >= 0, got {value!r}")
         if self.summary_ratio <= 0:
             raise ValueError(f"detector.summary_ratio must be > 0, got {self.summary_ratio!r}")
-        if self.scorer not in SCORERS:
-            raise ValueError(f"detector.scorer must be one of {SCORERS}, got {self.scorer!r}")
         if self.scorer == "cross_encoder" and not self.cross_encoder_path:
             raise ValueError("detector.scorer=cross_encoder needs detector.cross_encoder_path (a local checkpoint)")
         if not 0.0 < self.paraphrase_high < self.identical <= 1.0:
@@ -88,8 +88,6 @@ class DetectorConfig:
             )
         if isinstance(self.ner_workers, bool) or not isinstance(self.ner_workers, int) or self.ner_workers < 0:
             raise ValueError(f"detector.ner_workers must be an integer >= 0, got {self.ner_workers!r}")
-        if self.encoder_dtype not in ENCODER_DTYPES:
-            raise ValueError(f"detector.encoder_dtype must be one of {ENCODER_DTYPES}, got {self.encoder_dtype!r}")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ValueError(f"detector.batch_size must be an integer >= 1, got {self.batch_size!r}")
         if self.cross_encoder_label is not None and self.cross_encoder_label < 0:

@@ -1,5 +1,9 @@
-"""Real small parts for the PEARL tests and bench: a byte-level BPE tokenizer with a ChatML template trained on
-seeded synthetic sentences, a Qwen2 model built from a config, and AuditRun samples made from texts."""
+"""Small real parts for the tests and benches: a byte-level BPE tokenizer with a ChatML template trained on
+seeded sentences (the tiny preset's recipe), small Qwen2 models, and audit samples made from texts.
+
+Everything here is deterministic from its seed, so a test or bench that builds the same part twice gets the
+same weights and the same samples.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import functools
 import numpy as np
 import torch
 
-from fedmem.audit.base import AuditRun, AuditSample, Decoding
+from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.config import Decoding
+from fedmem.model.tiny import qwen2_model, train_tokenizer
 
 USER_TEMPLATE = "Please continue the following text. {text}"
 
@@ -34,23 +40,17 @@ def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
 @functools.lru_cache(maxsize=2)
 def tiny_tokenizer(vocab_size: int = 512):
     """The tiny preset's tokenizer recipe (byte-level BPE, ChatML template) on seeded sentences."""
-    from fedmem.model.tiny import train_tokenizer
-
     return train_tokenizer(sentences(400, seed=1) + [USER_TEMPLATE], vocab_size)
 
 
 def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
+    """A tiny-preset-shaped Qwen2 model (tied embeddings, the tokenizer's special ids), in eval mode."""
     heads = max(2, hidden // 32)
-    cfg = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=heads // 2 if heads % 2 == 0 else heads,
+    return qwen2_model(
+        len(tokenizer), hidden, 2 * hidden, layers, heads, heads // 2 if heads % 2 == 0 else heads, seed=seed,
         max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    return Qwen2ForCausalLM(cfg).eval()
+    ).eval()
 
 
 def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_len: int, suffix_len: int,
@@ -76,6 +76,7 @@ def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_
 
 def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, prefix_len: int = 24,
              suffix_len: int = 24, seed: int = 0, decoding: Decoding | None = None) -> AuditRun:
+    """An AuditRun over seeded paragraphs; sample 0 of every client is tagged as a 4-copy canary."""
     train, test = {}, {}
     for c in range(n_clients):
         tr = texts(n_train, seed=100 + c)

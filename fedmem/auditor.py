@@ -1,0 +1,70 @@
+"""The per-round audit of the global model: load its adapter, run every enabled method, write ``round_<r>/``.
+
+Built once per run (the audited samples, indexes and helper models are fixed per run) and called at round 0 and
+after every round (every epoch for the centralized baseline). The caller passes the data and the LoRA model in;
+this layer never trains and never reads back what it wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fedmem.audit import AUDIT_METHODS, RoundContext
+from fedmem.audit.samples import build_audit_run, check_supply
+from fedmem.audit.truth import score_against_truth
+from fedmem.experiment_config import ExperimentConfig, method_configs
+from fedmem.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.report import headline, write_round_report, write_run_report
+
+
+class Auditor:
+    def __init__(self, cfg: ExperimentConfig, data, model, tokenizer, label: str = "fl"):
+        self.cfg, self.label = cfg, label
+        self.run_dir = Path(cfg.run_dir)
+        self.model, self.tokenizer = model, tokenizer
+        t = time.perf_counter()
+        self.run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
+        configs = method_configs(cfg)
+        check_supply(self.run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
+        self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
+        self.setup_seconds = time.perf_counter() - t
+        self.history: list[dict] = []
+        self._t0 = time.perf_counter()
+        self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
+
+    def initial_adapter(self) -> dict:
+        return adapter_state(self.model)
+
+    def evaluate(self, server_round: int, state: dict, train_log: dict | None = None) -> dict[str, float]:
+        """Load the global adapter, save it, run every audit method, write ``round_<r>/``; returns headline figures."""
+        round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
+        load_adapter_state(self.model, state)
+        out = self.run_dir / f"round_{server_round}"
+        out.mkdir(parents=True, exist_ok=True)
+        save_adapter(self.model, out / "adapter")
+        ctx = RoundContext(
+            run=self.run, round=server_round, model=self.model, label=self.label,
+            out_dir=str(out), batch_size=self.cfg.audit.batch_size,
+        )
+        sections, timings = {}, {}
+        for name, method in self.methods.items():
+            t = time.perf_counter()
+            sections[name] = method.audit(ctx)
+            timings[name] = round(time.perf_counter() - t, 3)
+        if (self.run.ground_truth or {}).get("canaries"):
+            sections["ground_truth_scores"] = score_against_truth(self.methods, sections)
+        if round_seconds is not None:
+            timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
+        report = write_round_report(
+            out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods,
+            elapsed=time.perf_counter() - self._t0,
+        )
+        self.history.append(report)
+        self._last_end = time.perf_counter()
+        return headline(report)
+
+    def finish(self) -> None:
+        write_run_report(self.run_dir, self.cfg, self.history, self.methods)
+        for method in self.methods.values():
+            method.close()

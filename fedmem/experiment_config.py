@@ -1,0 +1,161 @@
+"""The whole experiment's configuration: composed by Hydra from conf/, validated completely, written and read back.
+
+``conf/`` ships inside the package (as ``fedmem.conf``), so an installed fedmem composes the same defaults from
+any directory. Validation covers every section and every enabled audit method's own config, so a wrong value
+stops the run with one message naming the key before any data is loaded or anything is trained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedmem.audit import AUDIT_METHODS, build_method_config
+from fedmem.config import (
+    AuditConfig,
+    ModelConfig,
+    SimulationConfig,
+    StrategyConfig,
+    TrainConfig,
+    build_section,
+)
+from fedmem.data import DataConfig, TaskConfig, check_configs
+from fedmem.io import atomic_write_text
+
+
+@dataclass
+class ExperimentConfig:
+    task: TaskConfig
+    data: DataConfig
+    model: ModelConfig
+    train: TrainConfig
+    strategy: StrategyConfig
+    audit: AuditConfig
+    simulation: SimulationConfig
+    experiment: str = "none"  # the experiment preset (conf/experiment/) that set the audit's decision rules
+    seed: int = 0
+    run_dir: str = "runs/latest"
+    cache_dir: str = ".cache/fedmem"
+
+    @property
+    def num_clients(self) -> int:
+        return int(self.data.num_clients)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict in the layout of conf/ (method sections back under ``audit``): ``from_dict`` inverts it."""
+        d = dataclasses.asdict(self)
+        d["audit"] = {**{k: v for k, v in d["audit"].items() if k != "sections"}, **d["audit"]["sections"]}
+        return d
+
+    def hash(self) -> str:
+        """A short hash of everything that changes results (not where they are written)."""
+        d = self.to_dict()
+        for key in ("run_dir", "cache_dir", "experiment"):
+            d.pop(key, None)
+        d["train"].pop("progress", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def from_dict(d: dict[str, Any]) -> ExperimentConfig:
+    """Build and validate the whole configuration from a plain (resolved) dict."""
+    d = dict(d)
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(ExperimentConfig)})
+    if unknown:
+        raise ValueError(f"unknown top-level option(s) {unknown}")
+    audit = dict(d.get("audit") or {})
+    shared = {f.name for f in dataclasses.fields(AuditConfig)} - {"sections"}
+    # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
+    sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
+    audit = {k: v for k, v in audit.items() if k in shared}
+    for key in ("seed",):
+        if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)):
+            raise ValueError(f"{key} must be an integer, got {d[key]!r}")
+    cfg = ExperimentConfig(
+        task=build_section(TaskConfig, d.get("task"), "task"),
+        data=build_section(DataConfig, d.get("data"), "data"),
+        model=build_section(ModelConfig, d.get("model"), "model"),
+        train=build_section(TrainConfig, d.get("train"), "train"),
+        strategy=build_section(StrategyConfig, d.get("strategy"), "strategy"),
+        audit=build_section(AuditConfig, {**audit, "sections": sections}, "audit"),
+        simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
+        experiment=str(d.get("experiment", "none")),
+        seed=int(d.get("seed", 0)),
+        run_dir=str(d.get("run_dir", "runs/latest")),
+        cache_dir=str(d.get("cache_dir", ".cache/fedmem")),
+    )
+    validate(cfg)
+    return cfg
+
+
+def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Each enabled audit method's validated config, by name, in the order of ``audit.methods``."""
+    out = {}
+    for name in cfg.audit.methods:
+        if name not in AUDIT_METHODS:
+            raise ValueError(f"audit.methods: unknown method {name!r}; known: {sorted(AUDIT_METHODS)}")
+        out[name] = build_method_config(name, cfg.audit.sections.get(name))
+    return out
+
+
+def validate(cfg: ExperimentConfig) -> None:
+    """Checks across sections, and every enabled audit method's own config: all before training starts."""
+    check_configs(cfg.task, cfg.data)
+    if cfg.strategy.name != "centralized" and cfg.strategy.min_train_nodes > cfg.num_clients:
+        raise ValueError(
+            f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
+        )
+    if cfg.audit.prefix_len + cfg.audit.suffix_len > cfg.model.max_seq_len * 4:
+        raise ValueError("audit.prefix_len + audit.suffix_len is far beyond model.max_seq_len")
+    pool = {"train": cfg.audit.samples_per_client, "test": cfg.audit.test_per_client}
+    pool_key = {"train": "audit.samples_per_client", "test": "audit.test_per_client"}
+    for name, method_cfg in method_configs(cfg).items():
+        method = AUDIT_METHODS[name]
+        method.check(method_cfg, cfg)
+        for split, needed in method.samples_needed(method_cfg).items():
+            if pool[split] != "all" and needed > pool[split]:
+                raise ValueError(f"audit.{name} audits {needed} {split} samples per client, but "
+                                 f"{pool_key[split]} prepares {pool[split]}: raise {pool_key[split]} (or set it "
+                                 f"to all) or lower audit.{name}'s size")
+
+
+# ---------------------------------------------------------------- Hydra composition, files
+
+
+def conf_dir() -> str:
+    """The config tree: $FEDMEM_CONF if set, else the one shipped in the package (conf/ of a checkout)."""
+    env = os.environ.get("FEDMEM_CONF")
+    if env:
+        return str(Path(env).resolve())
+    return str(resources.files("fedmem.conf"))
+
+
+def compose_dict(overrides: list[str] | None = None) -> dict:
+    """Compose the config tree with overrides into a plain dict (for tests and ``resolve``), no Hydra run dir."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
+    d = OmegaConf.to_container(cfg, resolve=True)
+    d.pop("hydra", None)
+    return d
+
+
+def load_config(path: str | os.PathLike | None) -> ExperimentConfig:
+    """A resolved config written by ``fedmem run`` / ``fedmem resolve`` (YAML), validated; empty: the defaults."""
+    if not path:  # `flwr run .` without --run-config: the default experiment
+        return from_dict({**compose_dict([]), "run_dir": "runs/flwr-default"})
+    with open(path) as f:
+        return from_dict(yaml.safe_load(f))
+
+
+def write_config(cfg: ExperimentConfig, path: str | os.PathLike) -> None:
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,115 @@
+"""Atomic file output: every file fedmem writes goes through here, so an interrupted run never leaves a
+half-written report, record file, figure, adapter or cache entry behind (a temp name in the same directory, then
+``os.replace``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temp file path beside ``path``; on success it replaces ``path``, on error it is removed.
+
+    ``suffix`` keeps the extension for writers that infer the format from the name (matplotlib)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def atomic_write_text(path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def atomic_write_json(path, obj: Any, indent: int | None = 2) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=indent))
+
+
+def atomic_write_jsonl_gz(path, rows) -> Path:
+    """One JSON object per line, gzip-compressed."""
+    import gzip
+
+    with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_dir(target) -> Iterator[Path]:
+    """Yield a temp directory beside ``target``; on success it takes ``target``'s place (an existing one is moved
+    aside first and removed after), on error it is removed. A crash at any point leaves either the old or the
+    new directory complete under ``target`` (or the old one under its aside name)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        yield tmp
+        if target.exists():
+            aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-old-"))
+            os.replace(target, aside / target.name)
+            os.replace(tmp, target)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_figure(fig, path, dpi: int = 100) -> str:
+    """Save a matplotlib figure atomically, close it, and return its file name (for links in the report)."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        fig.tight_layout()
+        with atomic_path(path, suffix=path.suffix) as tmp:
+            fig.savefig(tmp, dpi=dpi)
+    finally:
+        plt.close(fig)
+    return path.name
+
+
+def pyplot():
+    """matplotlib's pyplot on the non-interactive Agg backend (reports are written by servers and CI)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def to_jsonable(obj: Any) -> Any:
+    """numpy scalars and arrays, tuples and dataclasses to plain JSON types; NaN and infinities to null."""
+    import dataclasses
+
+    import numpy as np
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item())
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return None
+    return obj

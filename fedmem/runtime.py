@@ -1,0 +1,107 @@
+"""What a process of an experiment needs, without Flower: the data and models (loaded once per process), a
+client's round of local training, the auditor, and the centralized baseline. ``clients/`` and ``server/`` are
+thin Flower wrappers around these functions.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+
+from fedmem.auditor import Auditor
+from fedmem.data import load_federated
+from fedmem.experiment_config import ExperimentConfig
+from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
+from fedmem.train import tokenize_examples, train_local
+
+_CACHE: dict[tuple, object] = {}
+
+
+def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
+    """Per-process memo keyed by the config hash: Ray actors and the server load data and models once."""
+    key = (kind, cfg.hash(), cfg.cache_dir, *extra)
+    if key not in _CACHE:
+        _CACHE[key] = build()
+    return _CACHE[key]
+
+
+def federated_data(cfg: ExperimentConfig):
+    """The clients' splits (deterministic from the config; loaded once per process)."""
+    return _cached("data", cfg, lambda: load_federated(cfg.task, cfg.data, seed=cfg.seed, cache_dir=cfg.cache_dir))
+
+
+def base_model(cfg: ExperimentConfig):
+    """(frozen base model, tokenizer, where it came from); loaded once per process."""
+    return _cached("base", cfg, lambda: load_base(cfg.model, federated_data(cfg).public_corpus, cfg.seed,
+                                                 cfg.cache_dir, progress=cfg.train.progress))
+
+
+def fresh_lora_model(cfg: ExperimentConfig):
+    """Base + a LoRA adapter seeded by ``cfg.seed`` (identical in every process), on the compute device.
+
+    peft injects adapter layers into the module it wraps, so each LoRA model wraps its own copy of the
+    cached base rather than the cached base itself.
+    """
+    base, tokenizer, _ = base_model(cfg)
+    torch.manual_seed(cfg.seed)
+    model = wrap_lora(copy.deepcopy(base), cfg.model).to(device())
+    return model, tokenizer
+
+
+def train_examples(cfg: ExperimentConfig, client: int | None):
+    """Token ids of a client's train split (``None``: the union of all clients, for the centralized baseline)."""
+
+    def build():
+        data = federated_data(cfg)
+        _, tokenizer, _ = base_model(cfg)
+        records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
+        return tokenize_examples(records, tokenizer, cfg.model.max_seq_len)
+
+    return _cached("examples", cfg, build, client)
+
+
+_MODELS: dict[str, object] = {}
+
+
+def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_round: int, mu: float = 0.0):
+    """One client's local training from the global adapter; returns (new adapter, metrics)."""
+    key = cfg.hash()
+    if key not in _MODELS:  # one LoRA model per process (Ray actor), re-used across rounds and clients
+        _MODELS.clear()
+        _MODELS[key] = fresh_lora_model(cfg)
+    model, tokenizer = _MODELS[key]
+    load_adapter_state(model, global_state)
+    examples = train_examples(cfg, client)
+    metrics = train_local(
+        model,
+        examples,
+        cfg.train,
+        seed=cfg.seed * 1_000_003 + server_round * 1_009 + client,
+        pad_id=tokenizer.pad_token_id,
+        proximal_mu=mu,
+        desc=f"round {server_round} client {client}",
+    )
+    return adapter_state(model), metrics
+
+
+def make_auditor(cfg: ExperimentConfig, label: str = "fl") -> Auditor:
+    """The run's auditor over the global model (its own LoRA model, seeded like every client's)."""
+    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label)
+
+
+def run_centralized(cfg: ExperimentConfig) -> Path:
+    """Train the same model on the union of the clients' train splits, one epoch per 'round', same hook."""
+    auditor = make_auditor(cfg, label="cl")
+    model, tokenizer = auditor.model, auditor.tokenizer
+    examples = train_examples(cfg, None)
+    auditor.evaluate(0, adapter_state(model))
+    for epoch in range(1, cfg.strategy.num_rounds + 1):
+        metrics = train_local(
+            model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
+            epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",
+        )
+        auditor.evaluate(epoch, adapter_state(model), {"centralized": metrics})
+    auditor.finish()
+    return auditor.run_dir

@@ -1,0 +1,130 @@
+"""The import graph of fedmem/, clients/ and server/: no cycles (function-local imports included), flwr only in the
+Flower apps, benches never import tests."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fedmem", "clients", "server")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module named by an import anywhere in the file (top level, functions, classes), absolute."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    return out
+
+
+def project_graph() -> dict[str, set[str]]:
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    modules = {module_name(p): p for p in files}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for imp in imported_names(path):
+            # `import a.b.c` also runs a/__init__ and a/b/__init__: the edges go to every package on the way,
+            # except a module's own enclosing packages, which Python always initialises before the module
+            parts = imp.split(".")
+            for i in range(1, len(parts) + 1):
+                target = ".".join(parts[:i])
+                if target in modules and target != name and not name.startswith(target + "."):
+                    deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (cycle := visit(dep)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def _is_package_import(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+def test_find_cycle_sees_a_cycle_through_a_package_init():
+    assert find_cycle({"a": {"a.b"}, "a.b": {"c"}, "c": {"a"}}) == ["a", "a.b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(project_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_only_the_flower_apps_import_flwr():
+    offenders = sorted(
+        module_name(p) for p in (ROOT / "fedmem").rglob("*.py")
+        if any(n == "flwr" or n.startswith("flwr.") for n in imported_names(p))
+    )
+    assert offenders == []
+
+
+def test_lower_layers_never_import_upper_ones():
+    """cli -> Flower apps -> runtime -> auditor -> audit methods -> generation / scoring / model / data -> config."""
+    graph = project_graph()
+    layers = [
+        ("fedmem.cli",),
+        ("clients", "server"),
+        ("fedmem.runtime",),
+        ("fedmem.auditor", "fedmem.report", "fedmem.sweep"),
+        ("fedmem.audit",),
+        ("fedmem.generation", "fedmem.scoring", "fedmem.model", "fedmem.data", "fedmem.train"),
+    ]
+
+    def layer(mod: str) -> int | None:
+        for i, prefixes in enumerate(layers):
+            if any(mod == p or mod.startswith(p + ".") for p in prefixes):
+                return i
+        return None
+
+    upward = sorted(
+        f"{mod} -> {dep}" for mod, deps in graph.items() for dep in deps
+        if layer(mod) is not None and layer(dep) is not None and layer(dep) < layer(mod)
+    )
+    assert upward == []
+
+
+def test_benches_never_import_tests():
+    offenders = sorted(
+        p.name for p in (ROOT / "bench").glob("*.py") if any(n.split(".")[0] == "tests" for n in imported_names(p))
+    )
+    assert offenders == []
