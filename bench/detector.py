@@ -10,7 +10,7 @@ copy, an entity-preserving rewording, the same rewording with another person or 
 and templates below. Both modes run on the same pairs after a warm-up that loads the models (load time is
 reported apart); the batch mode must give the same categories as the per-pair mode.
 
-Targets (issue 3): batch >= 300 pairs/s with the minilm scorer on the 2-core machine, and >= 5x per-pair.
+Targets: batch >= 300 pairs/s with the minilm scorer on the 2-core machine, and >= 5x per-pair.
 """
 
 from __future__ import annotations

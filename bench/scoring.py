@@ -11,11 +11,11 @@ The results are checked against each other; the printed ratio engine / naive is 
     python bench/scoring.py --suffix-len 8                # the paper's short-suffix regime
 
 On a CPU the gain is about (|q| + |s|) / |s| (prefix reuse) times the batching gain. At the tiny preset's sizes
-a 94-token forward with a batch of one is already fairly efficient (sgemm at M=94 reaches ~85% of its large-M
-rate; the whole naive forward ~37% of sgemm peak on a quiet 2-core machine), so at 64-token suffixes the
-ceiling is ~4x and the measured ratio 2.2-2.9x quiet; at 8-token suffixes it is 9-11x. The gain grows as suffixes
-get shorter than prefixes and on accelerators, where one small forward per pair is latency-bound.
-The machine is shared: under load the 2-thread naive loop degrades much more than the engine and the ratio
+a full-length forward with a batch of one is already fairly efficient in sgemm, so the batching gain is modest
+and the ceiling at 64-token suffixes (prefix 30) stays well below the target; at 8-token suffixes the prefix
+reuse alone is worth much more. The gain grows as suffixes get shorter than prefixes and on accelerators, where
+one small forward per pair is latency-bound.
+On a shared machine the multi-threaded naive loop degrades much more under load than the engine and the ratio
 inflates; compare runs made in quiet conditions (see `uptime`), and --threads 1 for the compute-only ratio.
 """
 

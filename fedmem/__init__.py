@@ -1,0 +1,1 @@
+"""fedmem: memorization audits of language models fine-tuned with federated learning."""

@@ -22,13 +22,18 @@ from typing import Any, Literal
 
 
 def option(default, help: str):
-    """A config field with its help text (shown by ``fedmem resolve --help`` readers and in the docs)."""
+    """A config field with its help text (kept in the field's metadata)."""
     return field(default=default, metadata={"help": help})
 
 
 def option_factory(default, help: str):
     """A config field whose default is a fresh deep copy of a list or dict (never shared between instances)."""
     return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+
+
+def section(cls, help: str):
+    """A nested config section (a dataclass field), built from its defaults unless given."""
+    return field(default_factory=cls, metadata={"help": help})
 
 
 def _describe(hint) -> str:
@@ -162,7 +167,7 @@ class ModelConfig:
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         "LoRA targets: all attention and MLP projections (the paper's setting)",
     )
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig, metadata={"help": "tiny preset only"})
+    tiny: TinyModelConfig = section(TinyModelConfig, "tiny preset only")
 
     def __post_init__(self):
         if isinstance(self.tiny, dict):
@@ -243,10 +248,10 @@ class AuditConfig:
         64, "train samples per client prepared for auditing, fixed per run; all = every usable one")
     test_per_client: int | Literal["all"] = option(
         32, "test samples per client prepared (non-members, utility); all = every usable one")
-    decoding: Decoding = field(default_factory=Decoding, metadata={"help": "decoding preset (conf/audit/decoding)"})
+    decoding: Decoding = section(Decoding, "decoding preset (conf/audit/decoding)")
     batch_size: int = option(64, "sequences per generation / scoring batch")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
-    sections: dict[str, Any] = field(default_factory=dict, metadata={"help": "per-method config sections"})
+    sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 
     def __post_init__(self):
         if isinstance(self.decoding, dict):

@@ -25,16 +25,13 @@ Two entry points, both in log space throughout (log-softmax, sums of logs; never
   A prefix is thus encoded once per block of up to ``batch_size`` suffixes (once in all when the suffixes fit
   in one block), never once per pair, and the work per pair is its suffix tokens alone.
 
-  Measured limits (bench/scoring.py, tiny preset: Qwen2 hidden 128, 4 layers, vocab 2048, float32, 2-core CPU):
-  every scored token still needs one full token-forward (~2.3 MFLOP incl. the 2048-way lm_head that the
-  log-softmax normaliser requires), so the engine's only savings over one forward per pair are the prefix
-  tokens ((|q| + |s|) / |s|: 1.47x at 30+64 tokens, 4.75x at 30+8) and batching efficiency. On a quiet machine
-  the naive loop already runs its 94-token forwards at ~37% of the sgemm peak (~190 GFLOP/s on 2 threads, ~95
-  on 1, and a batch of one reaches ~85% of that in sgemm), the engine at ~60% (torch.profiler: mm/addmm 63%,
-  CPU flash attention 16%, elementwise ops ~15%, log-softmax 3%). The ceiling at 64-token suffixes is therefore
-  ~1.47 / 0.37 = ~4x even with zero non-matmul overhead; measured 2.2-2.9x quiet (2 threads), 9-11x at 8 tokens.
-  Figures from a loaded machine are not comparable: a 2-thread naive loop of small ops degrades far more than
-  the engine under contention, which inflates the ratio.
+  Limits: every scored token still needs one full token-forward (including the vocabulary-wide lm_head that
+  the log-softmax normaliser requires), so the engine's only savings over one forward per pair are the prefix
+  tokens (a factor (|q| + |s|) / |s|: large for short suffixes, small for long ones) and batching efficiency
+  (bigger matrix products run closer to the sgemm peak than a naive loop's). The speed-up over one forward per
+  pair is therefore bounded by that token factor divided by the naive loop's fraction of the sgemm peak, and is
+  smallest for long suffixes. Comparisons need a quiet machine: under contention a multi-threaded naive loop of
+  small ops degrades far more than the engine, which inflates the ratio.
 
   Right padding of suffixes is safe: padded positions come after every real token of their row, so causal
   attention never lets a real token see them, and their own outputs are discarded by the mask.
@@ -65,7 +62,7 @@ def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     """log softmax(logits)[..., target] computed over row chunks.
 
     Chunking keeps each log-softmax in cache and never materialises a second vocabulary-sized tensor for the
-    whole batch (about 2x faster than gather - logsumexp over the full batch on CPU).
+    whole batch (faster on CPU than gather - logsumexp over the full batch).
     """
     shape = targets.shape
     flat, tgt = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)

@@ -13,13 +13,12 @@ import math
 import torch
 
 from fedmem.config import TrainConfig
+from fedmem.data.templates import format_example
 from fedmem.progress import progress_bar
 
 
 def tokenize_examples(records, tokenizer, max_len: int) -> list[list[int]]:
     """Token ids of each record rendered with the chat template, truncated to ``max_len``."""
-    from fedmem.data import format_example
-
     texts = [format_example(tokenizer, r.user, r.assistant) for r in records]
     return [ids[:max_len] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 

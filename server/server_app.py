@@ -1,7 +1,7 @@
 """Flower ServerApp: the strategy loop plus fedmem's per-round audit hook (round 0 and after every round).
 
-Thin: the audit, the reports and the model live in ``fedmem.auditor`` and ``fedmem.runtime``; this file only maps the config to a
-Flower strategy and hands the aggregated adapter to the hook.
+Thin: the audit, the reports and the model live in ``fedmem.auditor`` and ``fedmem.runtime``; this file only
+maps the config to a Flower strategy and hands the aggregated adapter to the hook.
 """
 
 from __future__ import annotations

@@ -39,6 +39,17 @@ FAST = [
 ]
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fedmem-cache"))

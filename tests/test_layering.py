@@ -128,3 +128,28 @@ def test_benches_never_import_tests():
         p.name for p in (ROOT / "bench").glob("*.py") if any(n.split(".")[0] == "tests" for n in imported_names(p))
     )
     assert offenders == []
+
+
+def _sources(*folders: str):
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path.read_text()
+
+
+def test_each_shared_helper_lives_once():
+    """Atomic writes, figure saving, config field helpers, metrics, categories and the hand-built Qwen2 model each
+    have one home; everything else calls it."""
+    homes = {
+        "os.replace(": {"fedmem/io.py"},  # atomic file output
+        ".savefig(": {"fedmem/io.py"},
+        "tempfile.mkstemp(": {"fedmem/io.py"},
+        "Qwen2Config(": {"fedmem/model/tiny.py"},
+        "def roc_auc(": {"fedmem/audit/calibration.py"},
+        "CATEGORIES = ": {"fedmem/audit/detector/config.py"},
+        "def option(": {"fedmem/config.py"},
+        "metadata={\"help\"": {"fedmem/config.py"},
+        "def to_jsonable(": {"fedmem/io.py"},
+    }
+    found = {needle: {name for name, text in _sources("fedmem", "clients", "server", "bench", "tests")
+                      if needle in text and name != "tests/test_layering.py"} for needle in homes}
+    assert {k: v - homes[k] for k, v in found.items() if v - homes[k]} == {}

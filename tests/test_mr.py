@@ -59,7 +59,8 @@ def test_mr_exact_outcome(parts, tmp_path):
     pngs = method.render(sec, str(tmp_path))
     assert all((tmp_path / f).stat().st_size > 0 for _, f in pngs)
     md = method.markdown(sec)
-    assert "MR(j→k)" in md and "MR_TotalFL %" in md and "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
+    assert "MR(j→k)" in md and "MR_TotalFL %" in md
+    assert "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
     assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:.2f} ± " in md  # client 0 hits itself once, nobody else
 
 

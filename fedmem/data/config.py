@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fedmem.config import check_fields, option, option_factory
+from fedmem.data.schema import resolve_schema
+from fedmem.data.synthetic.vocab import BOILERPLATE
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 
@@ -70,7 +72,8 @@ class TaskConfig:
     partition: Literal["natural", "dirichlet", "iid"] | None = option(None, "natural | dirichlet | iid")
     dirichlet_alpha: float = option(5.0, "Dirichlet concentration (paper: 5.0 for classification)")
     metric: Literal["rouge", "accuracy"] | None = option(None, "utility metric: rouge (ROUGE-L + BLEU) or accuracy")
-    pearl_metric: Literal["ncd", "rouge_l"] | None = option(None, "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
+    pearl_metric: Literal["ncd", "rouge_l"] | None = option(
+        None, "PEARL performance: ncd (completion-style) or rouge_l (summary-style)")
 
     def __post_init__(self):
         check_fields(self, "task")
@@ -122,7 +125,8 @@ class DataConfig:
     Seed-independent: the seed is an argument of ``load_federated``.
     """
 
-    source: Literal["synthetic", "hf", "local"] = option("synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
+    source: Literal["synthetic", "hf", "local"] = option(
+        "synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
     path: str | None = option(
         None, "local .jsonl/.csv/.parquet file, glob or directory: required for local; for hf, files in the hub schema"
     )
@@ -138,7 +142,8 @@ class DataConfig:
     specialties: list[str] = option_factory(
         list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
     )
-    canary_copies: list[int] = option_factory([1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
+    canary_copies: list[int] = option_factory(
+        [1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
     canaries_per_count: int = option(1, "synthetic: canaries per copy count in every canary client")
     shared_canary_copies: list[int] = option_factory(
         [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt "
@@ -155,8 +160,6 @@ class DataConfig:
     )
 
     def __post_init__(self):
-        from fedmem.data.synthetic.vocab import BOILERPLATE
-
         if self.path == "???":  # OmegaConf's mandatory marker, left unset (conf/data/local.yaml)
             self.path = None
         if self.source == "local" and not self.path:
@@ -242,8 +245,6 @@ class DataConfig:
 
 def check_configs(task: TaskConfig, data: DataConfig) -> None:
     """Checks that need both configs and no data: call it before any loading or training."""
-    from fedmem.data.schema import resolve_schema
-
     if data.source == "synthetic":
         if task.name != "dialog":
             raise ValueError(

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from fedmem.data.config import DataConfig, TaskConfig, check_configs
 from fedmem.data.records import FederatedData
+from fedmem.data.storage import GROUND_TRUTH_FILE, data_key, save_federated
+from fedmem.data.synthetic import make_synthetic
+from fedmem.data.tabular import load_tabular
 
 
 def validate_federated(fd: FederatedData, data: DataConfig) -> None:
@@ -37,17 +40,11 @@ def load_federated(task: TaskConfig, data: DataConfig, seed: int, cache_dir: str
         raise TypeError("load_federated(task: TaskConfig, data: DataConfig, seed, cache_dir)")
     check_configs(task, data)
     if data.source == "synthetic":
-        from fedmem.data.synthetic import make_synthetic
-
         fd = make_synthetic(task, data, seed)
     else:
-        from fedmem.data.tabular import load_tabular
-
         fd = load_tabular(task, data, seed, cache_dir)
     validate_federated(fd, data)
     if cache_dir:
-        from fedmem.data.storage import GROUND_TRUTH_FILE, data_key, save_federated
-
         target = Path(cache_dir) / "data" / f"{data.source}-{data_key(task, data, seed)}"
         if not (target / GROUND_TRUTH_FILE).exists():
             save_federated(fd, target)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fedmem.data import partition
 from fedmem.data.grouping import assign_groups
+from fedmem.data.hub import load_table
 from fedmem.data.records import ClientSplit, FederatedData, Record
 from fedmem.data.schema import Schema, resolve_schema
 from fedmem.data.seeding import rng_for
@@ -77,8 +78,6 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
 
     Record ids are ``row<i>``, ``i`` the row number in the loaded table, so a split can be traced back to the file.
     """
-    from fedmem.data.hub import load_table
-
     schema = resolve_schema(task, data)
     ds = load_table(task, data, cache_dir)
     fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}

@@ -119,7 +119,8 @@ def load_or_build_tiny(cfg: TinyModelConfig, corpus: list[str], seed: int, cache
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not corpus:
-        raise ValueError("the tiny preset needs a public corpus to train its tokenizer and prior (data source gave none)")
+        raise ValueError("the tiny preset needs a public corpus to train its tokenizer and prior "
+                         "(the data source gave none)")
     key = tiny_cache_key(cfg, corpus, seed)
     target = Path(cache_dir) / f"tiny-{key}"
     if not (target / "done").exists():

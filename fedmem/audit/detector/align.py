@@ -47,10 +47,10 @@ class AlignedCase:
 class PairSpace:
     """The tf-idf sentence vectors of one pair over the pair's vocabulary, as small dense matrices.
 
-    A pair has a few dozen sentences and a few hundred terms, so dense arrays are cheaper than sparse ones
-    (the sparse version spent most of its time building scipy objects; so did a sparse product for the cosine
-    matrix: 0.33 s of the bench's 0.7 s of alignment). The sentence-by-sentence cosine matrix is computed once
-    per pair, so every value is the same float whichever case asks.
+    A pair has a few dozen sentences and a few hundred terms, so dense arrays are cheaper than sparse ones: at
+    this size building scipy objects costs more than the products themselves, for the vectors and for the cosine
+    matrix alike. The sentence-by-sentence cosine matrix is computed once per pair, so every value is the same
+    float whichever case asks.
     """
 
     def __init__(self, a: PreparedText, b: PreparedText):

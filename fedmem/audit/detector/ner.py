@@ -10,12 +10,9 @@ to, if any) runs. A missing pipeline is one clear error, never a silent skip.
 
 spaCy runs on one core. For large batches (at least ``MIN_PARALLEL_TEXTS`` texts) ``parallel_entity_sets`` hands
 equal shares of the texts to ``workers`` helper processes (started once per process, each loading the pipeline
-once) and waits; smaller batches are tagged here, where shipping them would cost as much as it saves (the
-detector bench's per-pair calls: 8.8 s through the helpers, 8.3 s here). The caller does not take a share: in a
-process where torch has run (the paraphrase model), spaCy tags about 30% slower than in a helper that never
-runs torch (the bench's 2,793 suffix units: 2.2-2.3 s against 1.65 s; one torch matmul is enough, the cause
-is not pinned down). On the detector bench the spaCy stage takes 1.1-1.35 s with two helpers, 1.5-1.6 s with
-one helper and this process sharing the work, 3.1-3.5 s in this process alone.
+once) and waits; smaller batches are tagged here, where shipping them would cost as much as it saves. The
+caller does not take a share: in a process where torch has run (the paraphrase model), spaCy tags slower than
+in a helper that never runs torch, so the work goes to the helpers only.
 Each text is tagged on its own, so the result does not depend on who tagged it.
 """
 
@@ -55,10 +52,8 @@ def load_ner(name: str):
     from thinc.api import use_ops
 
     # The pipeline's layers multiply small matrices. thinc's default CPU backend sends them to blis; numpy's
-    # OpenBLAS with one thread is faster on the 2-core machines: the detector bench's 3,725 units take 2.8-3.0 s
-    # instead of 3.7-4.1 s in one process (2.0-2.4 s in a process started with one BLAS thread, as the helpers
-    # are), with the same entities for every unit. Layers take their backend when they are built, so the
-    # pipeline is loaded under it.
+    # OpenBLAS with one thread is faster for matrices this small and gives the same entities for every unit.
+    # Layers take their backend when they are built, so the pipeline is loaded under it.
     with use_ops("numpy", use_blis=False):
         nlp = spacy.load(name)
     if "ner" not in nlp.pipe_names:
@@ -83,7 +78,7 @@ def normalise_entity(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _blas_controller():
-    """The process's BLAS libraries, found once (finding them walks every loaded library: ~1 ms a time)."""
+    """The process's BLAS libraries, found once (finding them walks every loaded library, too slow to repeat)."""
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
@@ -93,7 +88,7 @@ def entity_sets(nlp, texts: list[str], batch_size: int = 64) -> list[frozenset[s
     """The normalised entity set of each text, in one batched spaCy pass."""
     out = []
     # One BLAS thread: the matrices are small, and BLAS threads woken here spin on after the call and slow down
-    # whatever runs next (measured without the limit: the bench's per-pair paraphrase stage took 23.6 s, not 8-10).
+    # whatever runs next (notably the paraphrase model).
     with _blas_controller().limit(limits=1, user_api="blas"):
         for doc in nlp.pipe(texts, batch_size=batch_size):
             out.append(frozenset(e for e in (normalise_entity(ent.text) for ent in doc.ents) if e))
@@ -113,9 +108,8 @@ class NerWorker:
 
     def __init__(self, name: str):
         code = "import sys; from fedmem.audit.detector.ner import _serve; _serve(sys.argv[1])"
-        # One BLAS thread from the start: the helper shares two cores with its caller, and a BLAS library started
-        # with one thread tags faster than one limited at run time (``entity_sets``): 2,793 units of the detector
-        # bench in 1.65 s instead of 2.2 s, measured in the helper alone.
+        # One BLAS thread from the start: the helper shares the cores with its caller, and a BLAS library started
+        # with one thread tags faster than one limited at run time (``entity_sets``).
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.proc = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env)

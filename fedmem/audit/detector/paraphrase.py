@@ -21,11 +21,11 @@ Calibration of the MiniLM cosine (``minilm_probability``)::
     p = 1 / (1 + exp(-MINILM_SLOPE * (cos - MINILM_MIDPOINT)))      with MINILM_MIDPOINT = 0.75, MINILM_SLOPE = 20
 
 Why these constants: the decision rule downstream is p > 0.5 (high-confidence paraphrase) and p > 0.99
-("identical", skipped). The midpoint 0.75 lies between the cosines of the hand-labelled pairs in
-``tests/test_detector_paraphrase.py`` (14 paraphrases: 0.79-0.95; 14 non-paraphrases on the same topics with
-different facts: at most 0.68), and matches the usual operating point of all-MiniLM-L6-v2 on MRPC-style
-pairs. The slope makes a cosine of 1 (an identical sentence) map to 0.9933 > 0.99, so identical sentences are
-skipped as the reference skips them, while a near-identical rewording (cos 0.95) stays below (0.982).
+("identical", skipped). The midpoint 0.75 separates the cosines of the hand-labelled pairs in
+``tests/test_detector_paraphrase.py`` (paraphrases above it; non-paraphrases on the same topics with different
+facts below it), and matches the usual operating point of all-MiniLM-L6-v2 on MRPC-style pairs. The slope
+makes a cosine of 1 (an identical sentence) map to 0.9933 > 0.99, so identical sentences are skipped as the
+reference skips them, while a near-identical rewording (cos 0.95) stays below (0.982).
 """
 
 from __future__ import annotations
@@ -108,11 +108,11 @@ def minilm_cosine_at(probability: float) -> float:
 class MiniLMScorer:
     """Bi-encoder scorer: embed each distinct sentence once, calibrated cosine per pair.
 
-    ``dtype="bfloat16"`` runs the encoder in bfloat16 (about 2x faster on CPUs with bf16 units) and re-scores in
+    ``dtype="bfloat16"`` runs the encoder in bfloat16 (faster on CPUs and GPUs with bf16 units) and re-scores in
     float32 every pair whose bf16 cosine lies within ``REFINE_MARGIN`` of a decision cosine (``decisions``: the
-    cosines of the paraphrase_high and identical probabilities). bf16 moves a cosine by at most 0.003 (measured
-    on the 2,000-pair bench), so every decision is the float32 one; only scores away from a threshold keep their
-    bf16 value (a difference in the third decimal).
+    cosines of the paraphrase_high and identical probabilities). bf16 moves a cosine by much less than
+    ``REFINE_MARGIN``, so every decision is the float32 one; only scores away from a threshold keep their bf16
+    value (a difference well below the margin).
     """
 
     name = "minilm"

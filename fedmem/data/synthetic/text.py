@@ -75,8 +75,8 @@ def ordinary_dialog(rng: random.Random, specialty: str) -> tuple[str, str]:
 
 # Boilerplate must start after the audited prefix (30 tokens by default): a prefix ending in its first
 # words ("... Is this something") predicts the rest as no random prefix does, and Prior-Aware memorization then
-# rightly flags it. The tiny tokenizer spends 7 + words tokens on an opening (measured), so 24 words put the
-# boilerplate at token 31 or later. Other tokenizers and longer prefixes differ; the PA report's generic row shows it.
+# rightly flags it. The tiny tokenizer spends several tokens more than an opening has words, so 24 words put the
+# boilerplate past a 30-token prefix. Other tokenizers and longer prefixes differ; the PA report's generic row shows it.
 MIN_OPENING_WORDS = 24
 
 
