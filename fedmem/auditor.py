@@ -15,12 +15,18 @@ from fedmem.audit.samples import build_audit_run, check_supply
 from fedmem.audit.truth import score_against_truth
 from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.progress import progress_bar
 from fedmem.report import headline, write_round_report, write_run_report
 
 
 class Auditor:
-    def __init__(self, cfg: ExperimentConfig, data, model, tokenizer, label: str = "fl"):
+    """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
+    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already)."""
+
+    def __init__(self, cfg: ExperimentConfig, data, model, tokenizer, label: str = "fl",
+                 source: dict | None = None, save_adapters: bool = True):
         self.cfg, self.label = cfg, label
+        self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
@@ -36,29 +42,35 @@ class Auditor:
     def initial_adapter(self) -> dict:
         return adapter_state(self.model)
 
-    def evaluate(self, server_round: int, state: dict, train_log: dict | None = None) -> dict[str, float]:
-        """Load the global adapter, save it, run every audit method, write ``round_<r>/``; returns headline figures."""
+    def evaluate(self, server_round: int, state: dict | None, train_log: dict | None = None) -> dict[str, float]:
+        """Load the global adapter (``None``: audit the model as it is), run every audit method, write
+        ``round_<r>/``; returns the headline figures."""
         round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
-        load_adapter_state(self.model, state)
+        if state is not None:
+            load_adapter_state(self.model, state)
         out = self.run_dir / f"round_{server_round}"
         out.mkdir(parents=True, exist_ok=True)
-        save_adapter(self.model, out / "adapter")
+        if self.save_adapters:
+            save_adapter(self.model, out / "adapter")
         ctx = RoundContext(
             run=self.run, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=self.cfg.audit.batch_size,
         )
         sections, timings = {}, {}
-        for name, method in self.methods.items():
-            t = time.perf_counter()
-            sections[name] = method.audit(ctx)
-            timings[name] = round(time.perf_counter() - t, 3)
+        with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
+            for name, method in self.methods.items():
+                bar.describe(f"audit round {server_round}: {name}")
+                t = time.perf_counter()
+                sections[name] = method.audit(ctx)
+                timings[name] = round(time.perf_counter() - t, 3)
+                bar.advance()
         if (self.run.ground_truth or {}).get("canaries"):
             sections["ground_truth_scores"] = score_against_truth(self.methods, sections)
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(
             out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods,
-            elapsed=time.perf_counter() - self._t0,
+            elapsed=time.perf_counter() - self._t0, source=self.source,
         )
         self.history.append(report)
         self._last_end = time.perf_counter()

@@ -2,6 +2,8 @@
 
     fedmem run [overrides]        one experiment (Flower simulation, or the centralized baseline)
     fedmem run -m [overrides]     a Hydra multirun sweep (ends with the sweep tables)
+    fedmem audit run=DIR [...]    re-audit a run's saved rounds with other audit settings (-m: a sweep of them)
+    fedmem audit model.path=DIR [model.adapter=DIR] ...   audit a model fedmem did not train
     fedmem resolve [overrides]    write the resolved config, for ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
 
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
+from fedmem.offline_audit import prepare_audit
 from fedmem.runtime import run_centralized
 from fedmem.sweep import write_sweep_report
 from server.simulation import simulate
@@ -82,6 +85,12 @@ def main(argv: list[str] | None = None) -> None:
     cmd, rest = argv[0], argv[1:]
     if cmd == "run":
         _hydra_main(rest)
+    elif cmd == "audit":
+        try:
+            audit = prepare_audit(rest)
+        except (ValueError, TypeError) as e:
+            _fail(str(e))
+        print(audit(), flush=True)
     elif cmd == "resolve":
         out = Path("runs") / "resolved.yaml"
         try:

@@ -157,6 +157,7 @@ class ModelConfig:
 
     name: str = option("tiny", "preset name (tiny, qwen2.5-0.5b, ..., llama3.2-3b)")
     path: str | None = option(None, "Hugging Face id or local directory; None for the tiny preset")
+    adapter: str | None = option(None, "a peft adapter directory on top of model.path (fedmem audit of an external model)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
         "auto", "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16")
     max_seq_len: int = option(256, "training sequences are truncated to this many tokens")

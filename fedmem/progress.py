@@ -20,6 +20,10 @@ class _Bar:
             if postfix:
                 self._bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in postfix.items()})
 
+    def describe(self, desc: str):
+        if self._bar is not None:
+            self._bar.set_description(desc)
+
     def close(self):
         if self._bar is not None:
             self._bar.close()

@@ -48,10 +48,24 @@ def _markdown_to_html(md: str, title: str) -> str:
     )
 
 
+def _source_line(source: dict) -> str:
+    if source.get("kind") == "reaudit":
+        return (f"Audit only: the saved adapter of run `{source['run']}`, round trained there; audit overrides: "
+                f"{', '.join(f'`{o}`' for o in source['overrides']) or 'none'}")
+    if source.get("kind") == "external":
+        adapter = f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})" if source.get("adapter") else ""
+        return f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}"
+    return ""
+
+
 def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
-                       train_log: dict, methods: dict, elapsed: float) -> dict:
+                       train_log: dict, methods: dict, elapsed: float, source: dict | None = None) -> dict:
+    """``report.json``, ``report.md`` and ``report.html`` of one audited round. ``source`` says what was audited:
+    a model trained by this run (``{"kind": "training"}``), a saved round re-audited, or an external model."""
+    source = source or {"kind": "training"}
     report = to_jsonable({
         "round": server_round,
+        "source": source,
         "label": label,
         "config_hash": cfg.hash(),
         "seed": cfg.seed,
@@ -68,6 +82,8 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
     atomic_write_json(out / "report.json", report)
     lines = [f"# Round {server_round} ({label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name})",
              "", f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`", ""]
+    if _source_line(source):
+        lines += [_source_line(source), ""]
     if train_log:
         lines += ["## Training", "", "| client | loss | steps | examples |", "|---|---|---|---|"]
         for client, m in sorted(train_log.items(), key=lambda kv: str(kv[0])):

@@ -86,9 +86,10 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
     return adapter_state(model), metrics
 
 
-def make_auditor(cfg: ExperimentConfig, label: str = "fl") -> Auditor:
-    """The run's auditor over the global model (its own LoRA model, seeded like every client's)."""
-    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label)
+def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor:
+    """The run's auditor over the global model (its own LoRA model, seeded like every client's); ``options``: the
+    Auditor's ``source`` and ``save_adapters``."""
+    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label, **options)
 
 
 def run_centralized(cfg: ExperimentConfig) -> Path:

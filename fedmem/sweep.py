@@ -65,6 +65,10 @@ def write_sweep_report(sweep_dir: Path) -> Path:
     jobs = load_sweep(sweep_dir)
     tables = sweep_tables(jobs)
     lines = [f"# Sweep {Path(sweep_dir).name}: {len(jobs)} runs", ""]
+    marker = Path(sweep_dir) / "sweep.json"
+    if marker.is_file() and json.loads(marker.read_text()).get("audit_only"):
+        lines += [f"Audit only: every job re-audits the saved adapters of run `{json.loads(marker.read_text())['run']}`;"
+                  " nothing was retrained.", ""]
     for factor, table in tables.items():
         figures = sorted({k for row in table.values() for k in row})
         lines += [f"## {factor}", "", f"| {factor} | " + " | ".join(figures) + " |", "|---" * (len(figures) + 1) + "|"]

@@ -104,8 +104,9 @@ def test_lower_layers_never_import_upper_ones():
     layers = [
         ("fedmem.cli",),
         ("clients", "server"),
-        ("fedmem.runtime",),
+        ("fedmem.runtime", "fedmem.offline_audit"),
         ("fedmem.auditor", "fedmem.report", "fedmem.sweep"),
+        ("fedmem.experiment_config",),
         ("fedmem.audit",),
         ("fedmem.generation", "fedmem.scoring", "fedmem.model", "fedmem.data", "fedmem.train"),
     ]

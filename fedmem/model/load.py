@@ -6,6 +6,8 @@ ends of the wire (peft's ``get_peft_model_state_dict`` / ``set_peft_model_state_
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from fedmem.config import ModelConfig
@@ -39,6 +41,33 @@ def load_pretrained(cfg: ModelConfig):
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     return model, tokenizer
+
+
+def check_local_model(cfg: ModelConfig) -> None:
+    """A model to audit must be local: ``model.path`` a Hugging Face model directory, ``model.adapter`` (if set) a
+    peft adapter directory. One clear error otherwise, before anything is loaded."""
+    if not cfg.path:
+        raise ValueError("fedmem audit of a model needs model.path (a local Hugging Face model directory)")
+    for key, value, marker, what in (("model.path", cfg.path, "config.json", "a Hugging Face model directory"),
+                                     ("model.adapter", cfg.adapter, "adapter_config.json", "a peft adapter directory")):
+        if value is None:
+            continue
+        if not Path(value).is_dir():
+            raise ValueError(f"{key}={value}: no such directory")
+        if not (Path(value) / marker).is_file():
+            raise ValueError(f"{key}={value}: not {what} (no {marker})")
+
+
+def load_audited_model(cfg: ModelConfig):
+    """(model, tokenizer) of an external model to audit: ``model.path``, with the peft adapter ``model.adapter`` on
+    top when given, on the compute device, in eval mode. Local files only: the hub is never contacted."""
+    check_local_model(cfg)
+    model, tokenizer = load_pretrained(cfg)
+    if cfg.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, cfg.adapter)
+    return model.to(device()).eval(), tokenizer
 
 
 def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: str, progress: bool = True):

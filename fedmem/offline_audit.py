@@ -1,0 +1,252 @@
+"""Audits without training: the saved rounds of a run under other audit settings, or a model fedmem did not train.
+
+    fedmem audit run=<run dir> [rounds=0,3] [name=<name>] [audit.* overrides, audit/<group>=<preset>, experiment=...]
+    fedmem audit -m run=<run dir> audit.prefix_len=10,30,50,100 audit/decoding=top_k,top_p,temperature
+    fedmem audit model.path=<HF model dir> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
+
+A re-audit reads the run's own resolved ``config.yaml``, changes ``audit.*`` only (anything that shaped training is
+refused, naming the key), loads each saved ``round_<r>/adapter`` and writes the same reports as a training run
+under ``<run>/audits/<name>/``; the run's own reports are never touched. An external model is audited once, as
+round 0, with the papers' audit rules (``experiment=paper``) unless told otherwise; its reports name the model and
+adapter it audited, with hashes of their files. Every check happens before any output directory exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import time
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from omegaconf import OmegaConf
+
+from fedmem.auditor import Auditor
+from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
+from fedmem.io import atomic_write_json
+from fedmem.model.load import check_local_model, load_audited_model
+from fedmem.runtime import federated_data, make_auditor
+from fedmem.sweep import write_sweep_report
+
+# what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
+REAUDIT_KEYS = ("audit.", "audit/", "experiment")
+
+
+def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(``run`` / ``rounds`` / ``name`` values, the config overrides), in order."""
+    special, overrides = {}, []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            raise ValueError(f"fedmem audit: expected key=value, got {arg!r}")
+        if key in ("run", "rounds", "name"):
+            special[key] = value
+        else:
+            overrides.append(arg)
+    return special, overrides
+
+
+def group_packages() -> dict[str, str]:
+    """Config group -> where its preset goes in the config, read from conf/config.yaml's defaults list
+    (``audit/detector@audit.mr.detector``: the group audit/detector fills ``audit.mr.detector``)."""
+    defaults = yaml.safe_load((Path(conf_dir()) / "config.yaml").read_text())["defaults"]
+    out = {}
+    for entry in defaults:
+        if isinstance(entry, dict):
+            (key, _), = entry.items()
+            if key.startswith("override "):
+                continue
+            group, _, package = key.partition("@")
+            out[group] = package or group.replace("/", ".")
+    return out
+
+
+def apply_overrides(d: dict, overrides: list[str]) -> dict:
+    """``d`` with Hydra-style overrides applied: ``a.b=value`` sets a key, ``group=preset`` loads a preset of a
+    config group (conf/<group>/<preset>.yaml) into its place."""
+    groups = group_packages()
+    cfg = OmegaConf.create(d)
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in groups:
+            path = Path(conf_dir()) / key / f"{value}.yaml"
+            if not path.is_file():
+                known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+                raise ValueError(f"{key}={value}: no such preset; known: {known}")
+            preset = OmegaConf.load(path)
+            package = groups[key]
+            if "@package _global_" in path.read_text().split("\n", 1)[0]:
+                cfg = OmegaConf.merge(cfg, preset)
+            else:
+                OmegaConf.update(cfg, package, preset, merge=False)
+        else:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def audit_name(overrides: list[str]) -> str:
+    """A directory name from the overrides (``prefix_len=10,decoding=top_p``); ``rerun`` without any."""
+    parts = [o.removeprefix("audit.").removeprefix("audit/").replace("/", "-") for o in overrides]
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", ",".join(parts))[:120] or "rerun"
+
+
+def saved_rounds(run: Path) -> list[int]:
+    adapters = run.glob("round_*/adapter/adapter_config.json")
+    return sorted(int(p.parent.parent.name.removeprefix("round_")) for p in adapters)
+
+
+def _rounds(run: Path, spec: str | None) -> list[int]:
+    saved = saved_rounds(run)
+    if not saved:
+        raise ValueError(f"run={run}: no saved round_<r>/adapter to audit")
+    if not spec:
+        return saved
+    try:
+        wanted = [int(r) for r in spec.strip("[]").split(",") if r.strip()]
+    except ValueError:
+        raise ValueError(f"rounds={spec}: expected round numbers, e.g. rounds=0,3") from None
+    missing = [r for r in wanted if r not in saved]
+    if missing:
+        raise ValueError(f"rounds={spec}: round(s) {missing} have no saved adapter in {run}; saved: {saved}")
+    return wanted
+
+
+def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out: Path | None = None
+                    ) -> tuple[ExperimentConfig, list[int], Path]:
+    """Validate everything about a re-audit and return (its config, the rounds, the training run); no I/O."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise ValueError(f"run={run_dir}: not a fedmem run directory (no config.yaml)")
+    for override in overrides:
+        key = override.partition("=")[0]
+        if not key.startswith(REAUDIT_KEYS):
+            raise ValueError(f"{key}: shaped training and cannot change in a re-audit (only audit.*, audit/<group> and "
+                             f"experiment may); train a new run instead")
+    d = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
+    d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
+    return from_dict(d), _rounds(run, rounds), run
+
+
+def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
+    """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
+    from safetensors.torch import load_file
+
+    out = Path(cfg.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(cfg, out / "config.yaml")
+    source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
+    atomic_write_json(out / "audit.json", source)
+    label = "cl" if cfg.strategy.name == "centralized" else "fl"
+    auditor = make_auditor(cfg, label, source=source, save_adapters=False)
+    for r in rounds:
+        state = load_file(str(run / f"round_{r}" / "adapter" / "adapter_model.safetensors"))
+        trained = run / f"round_{r}" / "report.json"
+        train_log = json.loads(trained.read_text()).get("train", {}) if trained.is_file() else {}
+        auditor.evaluate(r, state, train_log)
+    auditor.finish()
+    return out
+
+
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """Every combination of comma-separated values (commas inside [] or {} belong to one value)."""
+    choices = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        values, depth, cur = [], 0, ""
+        for ch in value:
+            depth += ch in "[{"
+            depth -= ch in "]}"
+            if ch == "," and depth == 0:
+                values.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        values.append(cur)
+        choices.append([f"{key}={v}" for v in values])
+    return [list(combo) for combo in itertools.product(*choices)]
+
+
+def prepare_reaudit_sweep(run_dir: str, overrides: list[str], rounds: str | None, name: str | None):
+    """One re-audit per combination, as jobs ``<run>/audits/<name>/<i>/``, then the sweep tables. Every job is
+    validated here, before the first one runs; returns the function that runs them."""
+    run = Path(run_dir)
+    sweep = run / "audits" / (name or time.strftime("sweep-%Y%m%d-%H%M%S"))
+    jobs = [prepare_reaudit(run_dir, combo, rounds, out=sweep / str(i)) + (combo,)
+            for i, combo in enumerate(expand_sweep(overrides))]
+
+    def run_jobs() -> Path:
+        sweep.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(sweep / "sweep.json", {"audit_only": True, "run": str(run), "overrides": overrides})
+        for cfg, rs, _, combo in jobs:
+            print(reaudit(cfg, rs, run, combo), flush=True)
+        return write_sweep_report(sweep)
+
+    return run_jobs
+
+
+def _files_sha256(directory: str) -> str:
+    """One hash over every file below ``directory`` (relative names and contents, in sorted order)."""
+    h = hashlib.sha256()
+    root = Path(directory)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig:
+    """Validate an external model's audit (config, model and adapter directories); no I/O."""
+    preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
+    d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
+    path = (d.get("model") or {}).get("path")
+    if d["model"]["name"] == "tiny" and path:  # no model preset named: call the model by its directory
+        d["model"]["name"] = Path(path).name
+    d["run_dir"] = str(Path("runs") / (name or time.strftime(f"audit-%Y%m%d-%H%M%S-{d['task']['name']}")))
+    cfg = from_dict(d)
+    check_local_model(cfg.model)
+    return cfg
+
+
+def audit_external(cfg: ExperimentConfig) -> Path:
+    """Audit ``model.path`` (+ ``model.adapter``) on the configured clients' data, once, as round 0."""
+    source = {"kind": "external", "model": cfg.model.path, "model_sha256": _files_sha256(cfg.model.path),
+              "adapter": cfg.model.adapter,
+              "adapter_sha256": _files_sha256(cfg.model.adapter) if cfg.model.adapter else None}
+    data = federated_data(cfg)
+    model, tokenizer = load_audited_model(cfg.model)
+    out = Path(cfg.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(cfg, out / "config.yaml")
+    atomic_write_json(out / "audit.json", source)
+    auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
+    auditor.evaluate(0, None)
+    auditor.finish()
+    return out
+
+
+def prepare_audit(argv: list[str]) -> Callable[[], Path]:
+    """``fedmem audit`` (see the module docstring): validate everything, then return the function that runs the
+    audit and returns its output directory. Bad input raises ValueError here, before anything is written."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    multirun = bool(argv) and argv[0] in ("-m", "--multirun")
+    try:
+        special, overrides = split_args(argv[1:] if multirun else argv)
+        if "run" in special:
+            if multirun:
+                return prepare_reaudit_sweep(special["run"], overrides, special.get("rounds"), special.get("name"))
+            out = Path(special["run"]) / "audits" / special["name"] if special.get("name") else None
+            cfg, rounds, run = prepare_reaudit(special["run"], overrides, special.get("rounds"), out)
+            return lambda: reaudit(cfg, rounds, run, overrides)
+        if multirun or "rounds" in special:
+            raise ValueError("fedmem audit: -m and rounds= need run=<run dir> (a training run's saved rounds)")
+        cfg = prepare_external(overrides, special.get("name"))
+        return lambda: audit_external(cfg)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ValueError(str(e).strip().splitlines()[0]) from None

@@ -1,0 +1,172 @@
+"""`fedmem audit`: re-auditing a run's saved rounds (exactly, and with other audit settings, without training), an
+external model and adapter on local data, and refused input that leaves nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from fedmem.cli import main, run_experiment
+from fedmem.experiment_config import compose_dict
+from tests.conftest import FAST
+
+METHODS = ["audit.methods=[utility,mr,pa]", "audit.mr.detector.ner_workers=0"]
+# FAST without the synthetic source's own keys (a local source has none of them)
+FAST_LOCAL = [o for o in FAST if not o.startswith("data.") or o.split("=")[0] in (
+    "data.num_clients", "data.train_per_client", "data.test_per_client")]
+
+
+def _audit_sections(report: dict) -> dict:
+    """The figures of a round report, without timings (which differ between any two runs)."""
+    return {name: {k: v for k, v in sec.items() if k != "timings_s"} for name, sec in report["audit"].items()}
+
+
+def _digest(run: Path) -> dict[str, str]:
+    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(run.rglob("*")) if p.is_file() and "audits" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache_dir):
+    """A centrally trained tiny run of one epoch (rounds 0 and 1 saved) with MR, PA and utility audited."""
+    run_dir = tmp_path_factory.mktemp("trained")
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", *METHODS])
+    return run_experiment(d, str(run_dir))
+
+
+def test_reaudit_with_the_runs_own_settings_reproduces_its_figures(trained, capsys):
+    main(["audit", f"run={trained}", "name=same"])
+    out = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out == trained / "audits" / "same"
+    for r in (0, 1):
+        original = json.loads((trained / f"round_{r}" / "report.json").read_text())
+        again = json.loads((out / f"round_{r}" / "report.json").read_text())
+        assert _audit_sections(again) == _audit_sections(original)
+        assert again["source"]["kind"] == "reaudit" and again["train"] == original["train"]
+        assert not (out / f"round_{r}" / "adapter").exists()  # the saved adapters stay where they are
+
+
+def test_reaudit_with_a_new_prefix_length_trains_nothing(trained, capsys, monkeypatch):
+    import fedmem.runtime
+    import fedmem.train
+    import server.simulation
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a re-audit must not train")
+
+    for module, name in ((fedmem.runtime, "train_local"), (fedmem.train, "train_local"),
+                         (fedmem.runtime, "client_round"), (server.simulation, "simulate")):
+        monkeypatch.setattr(module, name, no_training)
+    before = _digest(trained)
+    main(["audit", f"run={trained}", "audit.prefix_len=10", "audit/decoding=greedy"])
+    out = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out.name == "prefix_len=10,decoding=greedy" and out.parent == trained / "audits"
+    for r in (0, 1):
+        report = json.loads((out / f"round_{r}" / "report.json").read_text())
+        assert report["config"]["audit"]["prefix_len"] == 10
+        assert report["config"]["audit"]["decoding"]["strategy"] == "greedy"
+        assert report["source"]["overrides"] == ["audit.prefix_len=10", "audit/decoding=greedy"]
+        assert set(report["audit"]) >= {"utility", "mr", "pa"} and report["audit"]["mr"]["n"] == [6, 6]
+        assert (out / f"round_{r}" / "report.html").exists()
+    assert (out / "summary.json").exists() and (out / "config.yaml").exists()
+    assert _digest(trained) == before  # the training run's own files are untouched
+
+
+def test_reaudit_sweep_writes_audit_only_tables(trained, capsys):
+    main(["audit", "-m", f"run={trained}", "rounds=1", "name=sweep", "audit.methods=[utility,mr]",
+          "audit.prefix_len=8,12"])
+    sweep = trained / "audits" / "sweep"
+    report = (sweep / "sweep_report.md").read_text()
+    assert "Audit only" in report and "## prefix_len" in report
+    tables = json.loads((sweep / "sweep_tables.json").read_text())
+    assert sorted(tables["prefix_len"]) == ["12", "8"]
+    for i, prefix_len in enumerate((8, 12)):
+        summary = json.loads((sweep / str(i) / "summary.json").read_text())
+        assert summary["rounds"] == [1]
+        final = summary["curves"]["mr/intra"][-1][1]
+        assert tables["prefix_len"][str(prefix_len)]["mr/intra"][0] == pytest.approx(final)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.lr=0.1", "train.lr: shaped training"),
+    ("data.num_clients=3", "data.num_clients: shaped training"),
+    ("model.lora_r=4", "model.lora_r: shaped training"),
+    ("strategy.num_rounds=5", "strategy.num_rounds: shaped training"),
+    ("seed=3", "seed: shaped training"),
+    ("task=qa", "task: shaped training"),
+    ("audit.prefix_len=100", "audit.prefix_len (100) is longer than the suffix budget"),
+    ("audit/decoding=beam", "audit/decoding=beam: no such preset"),
+    ("rounds=7", "round(s) [7] have no saved adapter"),
+])
+def test_refused_overrides_name_the_key_and_leave_nothing_behind(trained, capsys, override, message):
+    before = _digest(trained)
+    with pytest.raises(SystemExit) as info:
+        main(["audit", f"run={trained}", override, "name=refused"])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (trained / "audits" / "refused").exists() and _digest(trained) == before
+
+
+def _external_model(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A tiny model and a LoRA adapter saved with save_pretrained, and a local JSONL of two sites' records."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from fedmem.testing import texts, tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    base = tiny_model(tok, seed=3)
+    base.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    lora = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)  # a trained-looking adapter: its B matrices are not zero
+    lora.save_pretrained(tmp_path / "adapter")
+    rows = [{"text": t, "reply": "Thank you for the note.", "site": site}
+            for site, seed in (("north", 1), ("south", 2)) for t in texts(40, seed=seed)]
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path / "model", tmp_path / "adapter", data
+
+
+def test_external_model_and_adapter_on_local_data(tmp_path, capsys, monkeypatch, cache_dir):
+    model, adapter, data = _external_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    main(["audit", f"model.path={model}", f"model.adapter={adapter}", "task=dialog", "data=local",
+          f"data.path={data}", "data.columns={patient:text,doctor:reply}", "data.client_column=site",
+          *FAST_LOCAL, f"cache_dir={cache_dir}", *METHODS, "name=external"])
+    out = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out == Path("runs") / "external"
+    report = json.loads((tmp_path / out / "round_0" / "report.json").read_text())
+    src = report["source"]
+    assert src["kind"] == "external" and src["model"] == str(model) and src["adapter"] == str(adapter)
+    assert len(src["model_sha256"]) == 64 and src["adapter_sha256"] != src["model_sha256"]
+    assert report["train"] == {} and report["experiment"] == "paper" and report["model"] == "model"
+    assert report["audit"]["mr"]["clients"] == [0, 1] and report["audit"]["pa"]["overall"]["audited"] == 12
+    md = (tmp_path / out / "round_0" / "report.md").read_text()
+    assert f"Audit only: model `{model}`" in md and "adapter" in md
+
+
+@pytest.mark.parametrize("args, message", [
+    (["model.path=/no/such/dir"], "model.path=/no/such/dir: no such directory"),
+    (["model.path={tmp}"], "not a Hugging Face model directory (no config.json)"),
+    (["model.path={model}", "model.adapter={tmp}"], "not a peft adapter directory (no adapter_config.json)"),
+    (["-m", "model.path={model}"], "-m and rounds= need run="),
+])
+def test_external_audit_refuses_what_is_not_a_local_model(tmp_path, capsys, monkeypatch, args, message):
+    model, _, data = _external_model(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)
+    args = [a.format(tmp=empty, model=model) for a in args]
+    with pytest.raises(SystemExit) as info:
+        main(["audit", *args, "data=local", f"data.path={data}", "data.client_column=site",
+              "data.columns={patient:text,doctor:reply}"])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
