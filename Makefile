@@ -9,28 +9,38 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test install install-dev system-deps bench flwr-run clean
+.PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # WordNet (synonym perturbations, PEARL) comes from Debian's wordnet-base; installed when missing and possible.
+# A JDK (the Lucene parity test) comes from openjdk-17-jdk-headless, for the dev install only.
+APT := apt-get install -y -qq --no-install-recommends
 system-deps:
 	@test -d /usr/share/wordnet || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-	  (apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null)) ; } || \
+	  ($(APT) wordnet-base >/dev/null 2>&1 || (apt-get update -qq && $(APT) wordnet-base >/dev/null)) ; } || \
 	  echo "warning: WordNet not found (apt-get install wordnet-base); synonym perturbations will be unavailable"
+
+system-deps-dev: system-deps
+	@command -v javac >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	  ($(APT) openjdk-17-jdk-headless >/dev/null 2>&1 || (apt-get update -qq && $(APT) openjdk-17-jdk-headless >/dev/null)) ; } || \
+	  echo "warning: no JDK (apt-get install openjdk-17-jdk-headless); the Lucene parity test will be skipped"
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) "$(TORCH)"
 	$(PIP) -e .
 	touch $@
 
+# Real Lucene for the retrieval parity test and bench: Anserini's jar inside pyserini, installed without its
+# dependencies (they would pull torch builds and more); it needs a JDK (Debian's openjdk-17-jdk-headless).
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PIP) -e ".[dev]"
+	$(PIP) --no-deps pyserini==0.25.0 || echo "warning: pyserini not installed; the Lucene parity test will be skipped"
 	touch $@
 
 install: system-deps $(VENV)/.installed
-install-dev: system-deps $(VENV)/.installed-dev
+install-dev: system-deps-dev $(VENV)/.installed-dev
 
 run: install
 	$(BIN)/fedmem run $(ARGS)

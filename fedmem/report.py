@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
 
-PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "bm25s", "spacy", "sentence-transformers", "numpy")
+PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "sentence-transformers", "numpy")
 
 
 def headline(report: dict) -> dict[str, float]:
@@ -53,7 +53,8 @@ def _source_line(source: dict) -> str:
         return (f"Audit only: the saved adapter of run `{source['run']}`, round trained there; audit overrides: "
                 f"{', '.join(f'`{o}`' for o in source['overrides']) or 'none'}")
     if source.get("kind") == "external":
-        adapter = f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})" if source.get("adapter") else ""
+        adapter = (f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})"
+                   if source.get("adapter") else "")
         return f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}"
     return ""
 

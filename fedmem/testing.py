@@ -111,3 +111,112 @@ def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-
         opt.zero_grad(set_to_none=True)
     model.eval()
     return float(loss.item())
+
+
+def zipf_texts(rng: np.random.Generator, n: int, lo: int, hi: int, vocab: np.ndarray) -> list[str]:
+    """``n`` texts of ``lo``..``hi`` words drawn from ``vocab`` with Zipfian frequencies (retrieval corpora)."""
+    p = 1 / np.arange(1, len(vocab) + 1)
+    p /= p.sum()
+    return [" ".join(rng.choice(vocab, size=rng.integers(lo, hi + 1), p=p)) for _ in range(n)]
+
+
+def english_passages(words_per_passage: int = 50, stride: int = 50) -> list[str]:
+    """Real English prose that every Debian system carries (the licence texts in /usr/share/common-licenses), cut
+    into passages of ``words_per_passage`` words every ``stride`` words; empty where the folder is missing."""
+    from pathlib import Path
+
+    words = []
+    for path in sorted(Path("/usr/share/common-licenses").glob("*")):
+        if path.is_file():
+            words.extend(path.read_text(encoding="utf-8", errors="replace").split())
+    return [" ".join(words[i : i + words_per_passage]) for i in range(0, len(words) - words_per_passage, stride)]
+
+
+# Lucene's own BM25 over a "suffix" text field (StandardAnalyzer, BM25Similarity(1.2, 0.75)), queried as
+# Elasticsearch's match query builds it (QueryBuilder.createBooleanQuery, SHOULD clauses). Reads documents and
+# queries one per line; prints each query's top k as "doc:score" pairs, best first.
+LUCENE_REFERENCE_JAVA = """
+import java.io.*;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.*;
+import java.util.List;
+import org.apache.lucene.analysis.standard.StandardAnalyzer;
+import org.apache.lucene.document.*;
+import org.apache.lucene.index.*;
+import org.apache.lucene.search.*;
+import org.apache.lucene.search.similarities.BM25Similarity;
+import org.apache.lucene.store.ByteBuffersDirectory;
+import org.apache.lucene.util.QueryBuilder;
+
+public class Bm25Reference {
+  public static void main(String[] args) throws Exception {
+    List<String> docs = Files.readAllLines(Paths.get(args[0]), StandardCharsets.UTF_8);
+    List<String> queries = Files.readAllLines(Paths.get(args[1]), StandardCharsets.UTF_8);
+    int k = Integer.parseInt(args[2]);
+    StandardAnalyzer analyzer = new StandardAnalyzer();
+    BM25Similarity sim = new BM25Similarity(1.2f, 0.75f);
+    ByteBuffersDirectory dir = new ByteBuffersDirectory();
+    try (IndexWriter w = new IndexWriter(dir, new IndexWriterConfig(analyzer).setSimilarity(sim))) {
+      for (String d : docs) {
+        Document doc = new Document();
+        doc.add(new TextField("suffix", d, Field.Store.NO));
+        w.addDocument(doc);
+      }
+      w.forceMerge(1);
+    }
+    IndexSearcher searcher = new IndexSearcher(DirectoryReader.open(dir));
+    searcher.setSimilarity(sim);
+    QueryBuilder builder = new QueryBuilder(analyzer);
+    PrintWriter out = new PrintWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
+    for (String q : queries) {
+      Query query = builder.createBooleanQuery("suffix", q, BooleanClause.Occur.SHOULD);
+      StringBuilder line = new StringBuilder();
+      if (query != null) {
+        for (ScoreDoc hit : searcher.search(query, k).scoreDocs) {
+          line.append(hit.doc).append(':').append(hit.score).append(' ');
+        }
+      }
+      out.println(line.toString().trim());
+    }
+    out.flush();
+  }
+}
+"""
+
+
+def lucene_jar() -> str | None:
+    """Anserini's fat jar (Lucene 9 inside) from an installed pyserini, or $FEDMEM_LUCENE_JAR; None if absent."""
+    import glob
+    import importlib.util
+    import os
+
+    if os.environ.get("FEDMEM_LUCENE_JAR"):
+        return os.environ["FEDMEM_LUCENE_JAR"]
+    spec = importlib.util.find_spec("pyserini")  # located, not imported: pyserini's own imports need torch
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        jars = sorted(glob.glob(os.path.join(folder, "resources", "jars", "anserini-*-fatjar.jar")))
+        if jars:
+            return jars[-1]
+    return None
+
+
+def lucene_top_k(docs: list[str], queries: list[str], k: int, workdir) -> list[list[tuple[int, float]]] | None:
+    """Real Lucene's top-k (document, score) per query, or None when Java or the jar is missing. Documents and
+    queries must be single lines."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    jar = lucene_jar()
+    if jar is None or not shutil.which("javac") or not shutil.which("java"):
+        return None
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "Bm25Reference.java").write_text(LUCENE_REFERENCE_JAVA)
+    subprocess.run(["javac", "-cp", jar, "-d", str(work), str(work / "Bm25Reference.java")], check=True)
+    (work / "docs.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    (work / "queries.txt").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    proc = subprocess.run(["java", "-cp", f"{jar}:{work}", "Bm25Reference", str(work / "docs.txt"),
+                           str(work / "queries.txt"), str(k)], check=True, capture_output=True, text=True)
+    lines = proc.stdout.split("\n")[: len(queries)]
+    return [[(int(d), float(s)) for d, s in (pair.split(":") for pair in line.split())] for line in lines]

@@ -1,25 +1,25 @@
 """BM25 index over one client's suffixes: build once per run, search many generations per round (SPEC §4).
 
-Two backends behind one interface:
-- ``embedded`` (default): bm25s with the Lucene BM25 variant (idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
-  k1 = 1.2, b = 0.75: Elasticsearch's defaults). Documents are analysed like Elasticsearch's ``standard``
-  analyzer (Unicode word segmentation approximated by ``\\w+``, lowercased, no stemming, no stopwords);
-  queries are the generation word-tokenized with English stopwords removed (the reference pipeline's query),
-  OR-matched. Ties are broken by document index so results are deterministic.
+Two backends behind one interface, both ranking as Elasticsearch does (``standard`` analyzer, BM25 with
+k1 = 1.2 and b = 0.75, a ``match`` query, ties by document order):
+- ``embedded`` (default): Lucene's analysis, length norm and float32 BM25 reproduced in ``fedmem.audit.lucene``,
+  every (term, suffix) contribution precomputed once, each batch of queries scored by one sparse product.
 - ``elasticsearch``: the official client against a real server; one index per run and client, bulk-loaded,
   refreshed, ``match`` query on the ``suffix`` field, ``size`` k; it deletes only the indices it created.
+  Elasticsearch 8 scores with Lucene's legacy BM25, which multiplies every score by (1 + k1); rankings are the
+  same as the embedded backend's, and its scores are divided by (1 + k1) so both report the same figure.
+
+The query is what the reference pipeline sends: the generation's tokens with English stopwords removed.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
+from fedmem.audit.lucene import Bm25Matrix, standard_tokens
 from fedmem.config import check_fields, option
 
 # Lucene's English stopword set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list Elasticsearch's `_english_` uses.
@@ -27,21 +27,20 @@ ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
 def analyze(text: str) -> list[str]:
-    """The standard analyzer, approximately: word tokens, lowercased."""
-    return [t.lower() for t in _WORD.findall(text)]
+    """Elasticsearch's ``standard`` analyzer: UAX #29 word tokens, lowercased, no stopwords."""
+    return standard_tokens(text)
 
 
 def query_terms(text: str) -> list[str]:
+    """The query the reference pipeline sends for a generation: its tokens without English stopwords."""
     return [t for t in analyze(text) if t not in ENGLISH_STOPWORDS]
 
 
 @dataclass
 class IndexConfig:
-    backend: Literal["embedded", "elasticsearch"] = option("embedded", "embedded (bm25s, Lucene BM25) | elasticsearch")
+    backend: Literal["embedded", "elasticsearch"] = option(
+        "embedded", "embedded (Lucene's BM25, reproduced) | elasticsearch")
     k1: float = option(1.2, "BM25 k1 (Elasticsearch default)")
     b: float = option(0.75, "BM25 b (Elasticsearch default)")
     es_url: str | None = option(None, "Elasticsearch URL; None = $FEDMEM_ES_URL")
@@ -57,27 +56,10 @@ class IndexConfig:
 
 class EmbeddedIndex:
     def __init__(self, texts: list[str], cfg: IndexConfig):
-        import bm25s
-
-        self.n = len(texts)
-        docs = [analyze(t) for t in texts]
-        self.vocab: dict[str, int] = {}
-        ids = [[self.vocab.setdefault(w, len(self.vocab)) for w in d] for d in docs]
-        self.bm25 = bm25s.BM25(k1=cfg.k1, b=cfg.b, method="lucene")
-        self.bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=self.vocab), show_progress=False)
+        self.matrix = Bm25Matrix([analyze(t) for t in texts], k1=cfg.k1, b=cfg.b)
 
     def search(self, queries: list[str], k: int = 10) -> list[list[tuple[int, float]]]:
-        out = []
-        k = min(k, self.n)
-        for q in queries:
-            terms = [self.vocab[t] for t in query_terms(q) if t in self.vocab]
-            if not terms or k == 0:
-                out.append([])
-                continue
-            scores = self.bm25.get_scores(terms)  # OR query: the sum over the query's terms
-            top = np.lexsort((np.arange(self.n), -scores))[:k]  # by score, ties by doc index
-            out.append([(int(i), float(scores[i])) for i in top if scores[i] > 0])
-        return out
+        return self.matrix.search([query_terms(q) for q in queries], k)
 
     def close(self) -> None:
         pass
@@ -89,6 +71,7 @@ class ElasticsearchIndex:
 
         url = cfg.es_url or os.environ.get("FEDMEM_ES_URL")
         self.es = Elasticsearch(url, request_timeout=30)
+        self.legacy_factor = 1 + cfg.k1  # Elasticsearch 8's LegacyBM25Similarity: Lucene's BM25 x (1 + k1)
         try:
             self.es.info()
         except Exception as e:
@@ -121,7 +104,7 @@ class ElasticsearchIndex:
                 sort=[{"_score": "desc"}, {"_doc": "asc"}],
                 track_scores=True,
             )
-            out.append([(int(h["_id"]), float(h["_score"])) for h in res["hits"]["hits"]])
+            out.append([(int(h["_id"]), float(h["_score"]) / self.legacy_factor) for h in res["hits"]["hits"]])
         return out
 
     def close(self) -> None:
