@@ -220,3 +220,40 @@ def lucene_top_k(docs: list[str], queries: list[str], k: int, workdir) -> list[l
                            str(work / "queries.txt"), str(k)], check=True, capture_output=True, text=True)
     lines = proc.stdout.split("\n")[: len(queries)]
     return [[(int(d), float(s)) for d, s in (pair.split(":") for pair in line.split())] for line in lines]
+
+
+def seed_rule_categories(detector, pairs: list[tuple[str, str]], entity_gate: bool = True) -> list[str]:
+    """The seed paper's typing rule, written plainly from its description and applied to the detector's own
+    alignment, one pair and one sentence pair at a time: a sentence pair of an aligned case passes the entity
+    gate when spaCy finds no entity in either lowercased sentence, or entities in both with one set containing
+    the other; passing pairs above ``identical`` are skipped; the pair is paraphrase_high when a passing pair
+    scores above ``paraphrase_high``, else paraphrase_low when one passes at all, else none. Verbatim and idea
+    cases come from the detector's alignment unchanged. The oracle for ``PlagiarismDetector.detect_batch``."""
+    from fedmem.audit.detector import Detection
+    from fedmem.audit.detector.ner import entity_sets, load_ner
+    from fedmem.audit.detector.preprocess import vectorize
+    from fedmem.audit.detector.seeding import batch_seeds
+
+    cfg = detector.cfg
+    nlp = load_ner(cfg.ner_model)
+    out = []
+    for generated, suffix in pairs:
+        a, b = vectorize([detector.preprocessor.units(generated), detector.preprocessor.units(suffix)])
+        seeds = batch_seeds([(a, b)], cfg.th1, cfg.th2)[0]
+        typed = detector._align_and_type(a, b, seeds) if len(seeds) else Detection("none", [], {})
+        if isinstance(typed, Detection):
+            out.append(typed.category)
+            continue
+        high = low = False
+        for case in typed.cases:
+            for i in range(case.src_lo, case.src_hi + 1):
+                for j in range(case.susp_lo, case.susp_hi + 1):
+                    x, y = typed.a.sentence(i), typed.b.sentence(j)
+                    ex, ey = entity_sets(nlp, [x.lower()])[0], entity_sets(nlp, [y.lower()])[0]
+                    if entity_gate and not ((not ex and not ey) or (ex and ey and (ex <= ey or ey <= ex))):
+                        continue
+                    p = float(detector.scorer.score([(x, y)])[0])
+                    high = high or cfg.paraphrase_high < p <= cfg.identical
+                    low = low or p <= cfg.paraphrase_high
+        out.append("paraphrase_high" if high else "paraphrase_low" if low else "none")
+    return out

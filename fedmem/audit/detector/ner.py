@@ -175,5 +175,6 @@ def _serve(name: str) -> None:
 
 
 def entities_match(src: frozenset[str], susp: frozenset[str]) -> bool:
-    """Both empty, or one set contains the other."""
-    return src <= susp or susp <= src
+    """The entity gate of one sentence pair: neither sentence has an entity, or both have and one set contains
+    the other. Exactly one side with entities fails (SPEC §4.5)."""
+    return bool(src) == bool(susp) and (src <= susp or susp <= src)
