@@ -140,8 +140,14 @@ class Bm25Matrix:
         self.scores = sparse.csr_matrix((contribution.astype(np.float64), (rows, cols)),
                                         shape=(len(self.vocab), self.n_docs))
 
-    def search(self, queries: list[list[str]], k: int) -> list[list[tuple[int, float]]]:
+    def search(self, queries: list[list[str]], k: int, chunk: int = 512) -> list[list[tuple[int, float]]]:
         """Top-k (document, score) of each query's tokens, by score, ties by document order."""
+        out: list[list[tuple[int, float]]] = []
+        for lo in range(0, len(queries), chunk):
+            out.extend(self._search_chunk(queries[lo : lo + chunk], k))
+        return out
+
+    def _search_chunk(self, queries: list[list[str]], k: int) -> list[list[tuple[int, float]]]:
         q_rows, q_cols = [], []
         for i, tokens in enumerate(queries):
             for t in tokens:
@@ -149,14 +155,17 @@ class Bm25Matrix:
                     q_rows.append(i)
                     q_cols.append(self.vocab[t])
         counts = sparse.csr_matrix((np.ones(len(q_rows)), (q_rows, q_cols)), shape=(len(queries), len(self.vocab)))
-        totals = (counts @ self.scores).tocsr()  # double sums, as DisjunctionSumScorer
-        out = []
-        for i in range(len(queries)):
-            lo, hi = totals.indptr[i], totals.indptr[i + 1]
-            docs = totals.indices[lo:hi]
-            scores = totals.data[lo:hi].astype(np.float32)  # the float Lucene returns
-            keep = scores > 0
-            docs, scores = docs[keep], scores[keep]
-            top = np.lexsort((docs, -scores))[:k]
-            out.append([(int(docs[j]), float(scores[j])) for j in top])
-        return out
+        scores = (counts @ self.scores).toarray().astype(np.float32)  # double sums cast to float, as Lucene
+        k = min(k, self.n_docs)
+        if k == 0:
+            return [[] for _ in queries]
+        # One sortable key per (query, document): a non-negative float32's bits order like its value; below them
+        # the inverted document number, so that equal scores rank by document order.
+        key = (scores.view(np.uint32).astype(np.uint64) << np.uint64(32)) | (
+            np.uint64(0xFFFFFFFF) - np.arange(self.n_docs, dtype=np.uint64))
+        top = np.argpartition(key, self.n_docs - k, axis=1)[:, self.n_docs - k :]
+        order = np.argsort(np.take_along_axis(key, top, axis=1), axis=1)[:, ::-1]  # best first
+        top = np.take_along_axis(top, order, axis=1)
+        best = np.take_along_axis(scores, top, axis=1)
+        return [[(int(d), float(x)) for d, x in zip(row_docs, row_scores) if x > 0]
+                for row_docs, row_scores in zip(top, best)]
