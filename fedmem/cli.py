@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
+from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
 from fedmem.runtime import run_centralized
 from fedmem.sweep import write_sweep_report
@@ -43,10 +44,19 @@ def run_experiment(d: dict, run_dir: str) -> Path:
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     path = Path(run_dir) / "config.yaml"
     write_config(cfg, path)
-    if cfg.strategy.name == "centralized":
-        run_centralized(cfg)
-    else:
-        simulate(str(path))
+    status = Path(run_dir) / "status.json"
+    atomic_write_json(status, {"status": "running", "rounds": cfg.strategy.num_rounds})
+    try:
+        if cfg.strategy.name == "centralized":
+            run_centralized(cfg)
+        else:
+            simulate(str(path))
+        if not (Path(run_dir) / "summary.json").is_file():  # the audit hook never reached the end of the run
+            raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
+    except BaseException as e:
+        atomic_write_json(status, {"status": "failed", "error": f"{type(e).__name__}: {e}"})
+        raise
+    atomic_write_json(status, {"status": "finished", "rounds": cfg.strategy.num_rounds})
     return Path(run_dir)
 
 

@@ -200,6 +200,9 @@ class TrainConfig:
         positive(self, "train", "batch_size", "local_epochs")
         if self.lr <= 0:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0 or self.max_grad_norm < 0:
+            raise ValueError(f"train.weight_decay and train.max_grad_norm must be >= 0, got {self.weight_decay} and "
+                             f"{self.max_grad_norm}")
         if self.effective_batch < self.batch_size or self.effective_batch % self.batch_size:
             raise ValueError(f"train.effective_batch ({self.effective_batch}) must be a multiple of "
                              f"train.batch_size ({self.batch_size})")

@@ -21,6 +21,7 @@ from fedmem.experiment_config import from_dict
         ("train.effective_batch=12", "multiple of train.batch_size"),
         ("strategy.proximal_mu=0.1", "only used by fedprox"),
         ("train.lr=abc", "train.lr must be a number, got 'abc'"),
+        ("train.weight_decay=-1", "train.weight_decay and train.max_grad_norm must be >= 0"),
         ("seed=abc", "seed must be an integer, got 'abc'"),
         ("audit.methods=[utility,pearl] audit.pearl.score=auc",
          "audit.pearl.score must be one of gfd, falloff, expected_drop"),

@@ -43,6 +43,7 @@ def test_simulation_writes_round_reports(sims):
     assert sorted(rep1["train"]) == ["0", "1"]  # both clients trained, losses recorded per client
     assert all(m["train-loss"] > 0 for m in rep1["train"].values())
     assert (run / "summary.json").exists() and (run / "config.yaml").exists()
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
 
 
 def test_training_moves_the_adapter(sims):
@@ -93,6 +94,20 @@ def test_fedprox_mu_pulls_towards_global(compose):
         train_local(model, ex, cfg.train, seed=0, pad_id=tok.pad_token_id, proximal_mu=mu)
         dist[mu] = proximal_term(model, g).item()
     assert 0 < dist[50.0] < dist[0.0]
+
+
+def test_a_run_that_fails_is_marked_failed(compose, tmp_path, monkeypatch):
+    import fedmem.runtime
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("optimizer exploded")
+
+    monkeypatch.setattr(fedmem.runtime, "train_local", broken)
+    with pytest.raises(RuntimeError, match="optimizer exploded"):
+        run_experiment(compose("strategy=centralized"), str(tmp_path / "cl"))
+    status = json.loads((tmp_path / "cl" / "status.json").read_text())
+    assert status == {"status": "failed", "error": "RuntimeError: optimizer exploded"}
+    assert not (tmp_path / "cl" / "summary.json").exists() and (tmp_path / "cl" / "round_0" / "report.json").exists()
 
 
 def test_centralized_mode_runs(compose, tmp_path):

@@ -88,6 +88,19 @@ def test_bad_index_configs_are_rejected_with_the_key_named(monkeypatch):
         IndexConfig(backend="elasticsearch")
 
 
+def test_credentials_stay_in_the_environment_and_out_of_messages(monkeypatch):
+    from fedmem.audit.suffix_index import public_url
+
+    assert public_url("https://elastic:s3cret@es.example:9200/x") == "https://es.example:9200/x"
+    with pytest.raises(ValueError, match="FEDMEM_ES_URL") as info:
+        IndexConfig(backend="elasticsearch", es_url="http://elastic:s3cret@127.0.0.1:9")
+    assert "s3cret" not in str(info.value)
+    monkeypatch.setenv("FEDMEM_ES_URL", "http://elastic:s3cret@127.0.0.1:9")
+    with pytest.raises(RuntimeError, match="unreachable") as info:
+        suffix_index(DOCS, IndexConfig(backend="elasticsearch"))
+    assert "s3cret" not in str(info.value) and "127.0.0.1:9" in str(info.value)
+
+
 def test_unreachable_elasticsearch_is_one_clear_error():
     cfg = IndexConfig(backend="elasticsearch", es_url="http://127.0.0.1:9")  # discard port: nothing listens
     with pytest.raises(RuntimeError, match="unreachable"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +28,14 @@ ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
 )
+def public_url(url: str) -> str:
+    """``url`` without its user information, for messages and reports."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
 def analyze(text: str) -> list[str]:
     """Elasticsearch's ``standard`` analyzer: UAX #29 word tokens, lowercased, no stopwords."""
     return standard_tokens(text)
@@ -43,13 +52,17 @@ class IndexConfig:
         "embedded", "embedded (Lucene's BM25, reproduced) | elasticsearch")
     k1: float = option(1.2, "BM25 k1 (Elasticsearch default)")
     b: float = option(0.75, "BM25 b (Elasticsearch default)")
-    es_url: str | None = option(None, "Elasticsearch URL; None = $FEDMEM_ES_URL")
+    es_url: str | None = option(
+        None, "Elasticsearch URL without credentials; None = $FEDMEM_ES_URL (the place for a user and password)")
     es_prefix: str = option("fedmem", "prefix of the index names this run creates")
 
     def __post_init__(self):
         check_fields(self, "audit.mr.index")
         if self.k1 < 0 or not 0 <= self.b <= 1:
             raise ValueError("audit.mr.index needs k1 >= 0 and 0 <= b <= 1")
+        if self.es_url and urlsplit(self.es_url).password is not None:
+            raise ValueError(f"audit.mr.index.es_url={public_url(self.es_url)} carries a password, which would be "
+                             "written into the run's config: give the URL with credentials in $FEDMEM_ES_URL instead")
         if self.backend == "elasticsearch" and not (self.es_url or os.environ.get("FEDMEM_ES_URL")):
             raise ValueError("audit.mr.index.backend=elasticsearch needs audit.mr.index.es_url or $FEDMEM_ES_URL")
 
@@ -75,7 +88,9 @@ class ElasticsearchIndex:
         try:
             self.es.info()
         except Exception as e:
-            raise RuntimeError(f"Elasticsearch at {url} is unreachable or refused the connection: {e}") from None
+            reason = str(e).replace(url, public_url(url))  # credentials from $FEDMEM_ES_URL are never echoed
+            raise RuntimeError(f"Elasticsearch at {public_url(url)} is unreachable or refused the connection: "
+                               f"{reason}") from None
         self.name = f"{cfg.es_prefix}-{name}-{uuid.uuid4().hex[:8]}".lower()
         settings = {
             "index": {"number_of_shards": 1, "similarity": {"default": {"type": "BM25", "k1": cfg.k1, "b": cfg.b}}}
