@@ -1,5 +1,7 @@
 """MR aggregates on hand-made hit tables, with exact expected numbers."""
 
+import math
+
 import pytest
 
 from fedmem.audit.mr_stats import mr_figures
@@ -60,3 +62,21 @@ def test_intra_minus_inter_has_a_standard_error_over_prefixes():
     assert f5["intra_minus_inter"]["diff"] == pytest.approx(f5["intra"] - f5["inter"])
     assert f5["intra_minus_inter"]["diff"] == pytest.approx(0.2 * (-0.5 + 1) / 2)
     assert mr_figures([0, 0], [{0}, set()], {0: 5})["intra_minus_inter"] is None  # one client: no inter
+
+
+def test_every_figure_carries_its_standard_error():
+    prefix_clients = [0, 0, 0, 0, 1, 1, 1, 1]
+    hits = [{0}, set(), {0, 1}, set(), {1}, {1}, set(), {0}]
+    f = mr_figures(prefix_clients, hits, {0: 100, 1: 100})
+    u = f["uncertainty"]
+    # MR_Intra: per client the values 1, 0, 1, 0 and 1, 1, 0, 0 (sample variance 1/3), weights 1/2 each
+    assert u["intra"]["value"] == pytest.approx(f["intra"]) == pytest.approx(0.5)
+    assert u["intra"]["se"] == pytest.approx(math.sqrt(2 * 0.25 * (1 / 3) / 4))
+    # MR_Inter: client 0 hit client 1 once of 4, client 1 hit client 0 once of 4
+    assert u["inter"]["value"] == pytest.approx(f["inter"]) == pytest.approx(0.25)
+    assert u["inter"]["se"] == pytest.approx(math.sqrt(2 * 0.25 * (0.25 * 0.75 * 4 / 3) / 4))
+    # MR_Total: 5 of 8 prefixes hit someone; a binomial standard error
+    assert f["total"] == 0.625 and u["total"]["se"] == pytest.approx(math.sqrt(0.625 * 0.375 / 8))
+    assert u["total"]["ci95"] == pytest.approx([0.625 - 1.96 * u["total"]["se"], 0.625 + 1.96 * u["total"]["se"]])
+    assert u["matrix_se"][0][0] == pytest.approx(math.sqrt(0.5 * 0.5 / 4)) and u["matrix_se"][1][0] == pytest.approx(
+        math.sqrt(0.25 * 0.75 / 4))

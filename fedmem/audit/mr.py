@@ -120,6 +120,7 @@ class MemorizationRatio(AuditMethod):
             "intra": {cat: f["intra"] for cat, f in figures.items()},
             "inter": {cat: f["inter"] for cat, f in figures.items()},
             "intra_minus_inter": {cat: f["intra_minus_inter"] for cat, f in figures.items()},
+            "uncertainty": {cat: f["uncertainty"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": dropped,
@@ -186,6 +187,14 @@ class MemorizationRatio(AuditMethod):
             out.append((f"MR {cat}", save_figure(fig, os.path.join(out_dir, f"mr_{cat}.png"), dpi=90)))
         return out
 
+    @staticmethod
+    def _pct(section: dict, cat: str, figure: str) -> str:
+        value = section[figure][cat]
+        if value is None:
+            return "n/a"
+        se = ((section.get("uncertainty") or {}).get(cat, {}).get(figure) or {}).get("se")
+        return f"{100 * value:.2f}" + (f" ± {100 * se:.2f}" if se is not None else "")
+
     def markdown(self, section: dict) -> str:
         m, clients = section["matrix"]["any"], section["clients"]
         total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
@@ -193,11 +202,10 @@ class MemorizationRatio(AuditMethod):
                  "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
         for j, row in zip(clients, m):
             lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" for v in row) + " |")
-        lines += ["", f"| category | MR_Intra % | MR_Inter % | {total} % |", "|---|---|---|---|"]
-        for cat in ("any", *CATEGORIES):
-            i = section["inter"][cat]
-            lines.append(f"| {cat} | {100 * section['intra'][cat]:.2f} | "
-                         f"{'n/a' if i is None else f'{100 * i:.2f}'} | {100 * section['total'][cat]:.2f} |")
+        lines += ["", f"| category | MR_Intra % | MR_Inter % | {total} % |", "|---|---|---|---|",
+                  *[f"| {cat} | " + " | ".join(self._pct(section, cat, fig) for fig in ("intra", "inter", "total")) + " |"
+                    for cat in ("any", *CATEGORIES)],
+                  "", "(± one standard error over the sampled prefixes)"]
         d = (section.get("intra_minus_inter") or {}).get("any")
         if d:
             lines += ["", f"MR_Intra − MR_Inter (any): {100 * d['diff']:.2f} ± {100 * d['se']:.2f} points (standard "

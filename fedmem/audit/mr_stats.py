@@ -9,10 +9,11 @@ detector typed one of k's top-n' retrieved suffixes as memorized). From it:
 
 with w_j = |D_j| / Σ_i |D_i|. With L = 1 there is no other client: MR_Inter is None.
 
-MR_Intra − MR_Inter also gets a standard error, because with a few dozen prefixes per client the two often differ
-by less than their noise. Per prefix i of client j, d_i = [i hit j] − |hits_i − {j}| / (L−1); the difference is
-Σ_j w_j mean_j(d), so its standard error is sqrt(Σ_j w_j² var_j(d) / n_j) (prefixes independent; normal 95%
-interval ± 1.96 se).
+Every figure also gets a standard error, because with a few dozen prefixes per client MR_Intra and MR_Inter often
+differ by less than their noise. MR_Intra, MR_Inter and MR_Intra − MR_Inter are weighted means over clients of
+per-prefix values (for prefix i of client j: [i hit j], |hits_i − {j}| / (L−1), and their difference), so each
+standard error is sqrt(Σ_j w_j² var_j / n_j) (prefixes independent; normal 95% interval ± 1.96 se). MR_Total and
+every matrix cell are proportions of prefixes: binomial standard errors.
 """
 
 from __future__ import annotations
@@ -42,22 +43,40 @@ def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int,
     else:
         inter, inter_list = None, [None]
     total = sum(1 for h in hits if h) / len(hits) if hits else 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        matrix_se = np.where(n[:, None] > 0, np.sqrt(matrix * (1 - matrix) / n[:, None]), np.nan)
+    uncertainty = {
+        "intra": _weighted_estimate([float(j in h) for j, h in zip(prefix_clients, hits)], prefix_clients, clients, w),
+        "total": _interval(total, float(np.sqrt(total * (1 - total) / len(hits))) if hits else float("nan")),
+        "matrix_se": matrix_se.tolist(),
+    }
+    if L > 1:
+        uncertainty["inter"] = _weighted_estimate(
+            [len(h - {j}) / (L - 1) for j, h in zip(prefix_clients, hits)], prefix_clients, clients, w)
+    diff = None
+    if L > 1:
+        d = _weighted_estimate([float(j in h) - len(h - {j}) / (L - 1) for j, h in zip(prefix_clients, hits)],
+                               prefix_clients, clients, w)
+        diff = {"diff": d["value"], "se": d["se"], "ci95": d["ci95"]}
     return {"clients": clients, "matrix": matrix.tolist(), "intra": intra, "inter": inter,
             "inter_per_client": inter_list, "total": total, "n": n.astype(int).tolist(), "weights": w.tolist(),
-            "intra_minus_inter": _difference(prefix_clients, hits, clients, w) if L > 1 else None}
+            "intra_minus_inter": diff, "uncertainty": uncertainty}
 
 
-def _difference(prefix_clients: list[int], hits: list[set[int]], clients: list[int], w: np.ndarray) -> dict:
-    """MR_Intra − MR_Inter with its standard error and normal 95% interval (see the module docstring)."""
-    L = len(clients)
-    d: dict[int, list[float]] = {c: [] for c in clients}
-    for j, hit in zip(prefix_clients, hits):
-        d[j].append(float(j in hit) - len(hit - {j}) / (L - 1))
-    diff = var = 0.0
+def _interval(value: float, se: float) -> dict:
+    return {"value": float(value), "se": se, "ci95": [float(value - 1.96 * se), float(value + 1.96 * se)]}
+
+
+def _weighted_estimate(x: list[float], prefix_clients: list[int], clients: list[int], w: np.ndarray) -> dict:
+    """Σ_j w_j mean_j(x) over per-prefix values ``x``, with its standard error sqrt(Σ_j w_j² var_j(x) / n_j)
+    (prefixes independent) and a normal 95% interval."""
+    by_client: dict[int, list[float]] = {c: [] for c in clients}
+    for j, v in zip(prefix_clients, x):
+        by_client[j].append(v)
+    value = var = 0.0
     for wj, c in zip(w, clients):
-        x = np.asarray(d[c])
-        if x.size:
-            diff += wj * x.mean()
-            var += wj**2 * (x.var(ddof=1) if x.size > 1 else 0.0) / x.size
-    se = float(np.sqrt(var))
-    return {"diff": float(diff), "se": se, "ci95": [float(diff - 1.96 * se), float(diff + 1.96 * se)]}
+        xs = np.asarray(by_client[c])
+        if xs.size:
+            value += wj * xs.mean()
+            var += wj**2 * (xs.var(ddof=1) if xs.size > 1 else 0.0) / xs.size
+    return _interval(value, float(np.sqrt(var)))

@@ -114,7 +114,8 @@ class PearlConfig:
 def _rate(flags: list[bool]) -> dict[str, Any]:
     n = len(flags)
     k = int(sum(flags))
-    return {"memorized": k, "total": n, "rate": k / n if n else None}
+    return {"memorized": k, "total": n, "rate": k / n if n else None,
+            "rate_se": (k * (n - k) / n**3) ** 0.5 if n else None}  # binomial standard error
 
 
 @register

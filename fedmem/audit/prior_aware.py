@@ -282,7 +282,9 @@ def _counts(ext: np.ndarray, pa: np.ndarray) -> dict:
         "pa_memorized": p,
         "pa_over_extractable": (p / e) if e else None,
         "extractable_rate": e / len(ext) if len(ext) else None,
+        "extractable_rate_se": math.sqrt(e * (len(ext) - e) / len(ext) ** 3) if len(ext) else None,
         "pa_rate": p / len(ext) if len(ext) else None,
+        "pa_rate_se": math.sqrt(p * (len(ext) - p) / len(ext) ** 3) if len(ext) else None,
     }
 
 
