@@ -98,9 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     elif cmd == "audit":
         try:
             audit = prepare_audit(rest)
+            out = audit()  # a sample pool the data cannot fill is refused here, before anything is written
         except (ValueError, TypeError) as e:
             _fail(str(e))
-        print(audit(), flush=True)
+        print(out, flush=True)
     elif cmd == "resolve":
         out = Path("runs") / "resolved.yaml"
         try:

@@ -134,13 +134,14 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
     from safetensors.torch import load_file
 
+    source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
+    label = "cl" if cfg.strategy.name == "centralized" else "fl"
+    # built before anything is written: a sample pool the data cannot fill fails here, leaving no directory
+    auditor = make_auditor(cfg, label, source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
-    source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
     atomic_write_json(out / "audit.json", source)
-    label = "cl" if cfg.strategy.name == "centralized" else "fl"
-    auditor = make_auditor(cfg, label, source=source, save_adapters=False)
     for r in rounds:
         state = load_file(str(run / f"round_{r}" / "adapter" / "adapter_model.safetensors"))
         trained = run / f"round_{r}" / "report.json"
@@ -219,11 +220,11 @@ def audit_external(cfg: ExperimentConfig) -> Path:
               "adapter_sha256": _files_sha256(cfg.model.adapter) if cfg.model.adapter else None}
     data = federated_data(cfg)
     model, tokenizer = load_audited_model(cfg.model)
+    auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
     atomic_write_json(out / "audit.json", source)
-    auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
     auditor.evaluate(0, None)
     auditor.finish()
     return out

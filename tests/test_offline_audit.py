@@ -110,6 +110,14 @@ def test_refused_overrides_name_the_key_and_leave_nothing_behind(trained, capsys
     assert not (trained / "audits" / "refused").exists() and _digest(trained) == before
 
 
+def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["audit", f"run={trained}", "audit.prefix_len=150", "audit.suffix_len=160", "name=too_long"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "audit.samples_per_client=6, but client 0's train split has only 0" in err
+    assert not (trained / "audits" / "too_long").exists()
+
+
 def _external_model(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A tiny model and a LoRA adapter saved with save_pretrained, and a local JSONL of two sites' records."""
     import torch
