@@ -1,8 +1,9 @@
 """Named-entity agreement for paraphrase typing (SPEC §4.5), with spaCy.
 
-A paraphrase counts only when the named entities of the two aligned fragments match: both sets empty, or one
-contains the other. Entities are compared by their normalised text (lowercased, white space collapsed, a
-leading "the" and a trailing possessive dropped), whatever their label: the small English model often labels
+A paraphrased sentence pair counts only when its named entities match: neither sentence has an entity, or both
+have and one set contains the other (the detector tags each sentence lowercased, as the seed paper's code does).
+Entities are compared by their normalised text (lowercased, white space collapsed, a leading "the" and a
+trailing possessive dropped), whatever their label: fedmem's choice, because the small English model often labels
 the same name differently in two contexts (GPE vs ORG), which must not break a match.
 
 The spaCy pipeline is loaded once per process and only its ``ner`` component (plus a ``tok2vec`` it listens
