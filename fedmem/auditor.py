@@ -19,6 +19,15 @@ from fedmem.progress import progress_bar
 from fedmem.report import headline, write_round_report, write_run_report
 
 
+def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
+    """(the run's audit pool, each enabled method's config): the pool built and checked against what every method
+    audits, so that a pool the data cannot fill fails here, before anything is written."""
+    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
+    configs = method_configs(cfg)
+    check_supply(run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
+    return run, configs
+
+
 class Auditor:
     """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
     in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already)."""
@@ -30,9 +39,7 @@ class Auditor:
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
-        self.run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
-        configs = method_configs(cfg)
-        check_supply(self.run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
+        self.run, configs = audit_pool(cfg, data, tokenizer)
         self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []

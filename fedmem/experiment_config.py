@@ -63,6 +63,13 @@ class ExperimentConfig:
         d["train"].pop("progress", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+    def part_hash(self, *sections: str) -> str:
+        """A short hash of the named sections and the seed: what a cached object (data, base model) depends on,
+        so that a change of the audit settings alone reuses it."""
+        d = self.to_dict()
+        blob = {name: d[name] for name in sections} | {"seed": self.seed}
+        return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
 
 def from_dict(d: dict[str, Any]) -> ExperimentConfig:
     """Build and validate the whole configuration from a plain (resolved) dict."""

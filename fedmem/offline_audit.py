@@ -24,11 +24,11 @@ from typing import Callable
 import yaml
 from omegaconf import OmegaConf
 
-from fedmem.auditor import Auditor
+from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
 from fedmem.model.load import check_local_model, load_audited_model
-from fedmem.runtime import federated_data, make_auditor
+from fedmem.runtime import base_model, federated_data, make_auditor
 from fedmem.sweep import write_sweep_report
 
 # what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
@@ -177,6 +177,8 @@ def prepare_reaudit_sweep(run_dir: str, overrides: list[str], rounds: str | None
     sweep = run / "audits" / (name or time.strftime("sweep-%Y%m%d-%H%M%S"))
     jobs = [prepare_reaudit(run_dir, combo, rounds, out=sweep / str(i)) + (combo,)
             for i, combo in enumerate(expand_sweep(overrides))]
+    for cfg, *_ in jobs:  # the data must fill every job's sample pool: checked before the first job runs
+        audit_pool(cfg, federated_data(cfg), base_model(cfg)[1])
 
     def run_jobs() -> Path:
         sweep.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,13 @@ from fedmem.train import tokenize_examples, train_local
 _CACHE: dict[tuple, object] = {}
 
 
+# What each cached object depends on: audits with other settings over the same data reuse the data and models.
+_DEPENDS = {"data": ("task", "data"), "base": ("task", "data", "model"), "examples": ("task", "data", "model")}
+
+
 def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
-    """Per-process memo keyed by the config hash: Ray actors and the server load data and models once."""
-    key = (kind, cfg.hash(), cfg.cache_dir, *extra)
+    """Per-process memo keyed by what the object depends on: Ray actors and the server load data and models once."""
+    key = (kind, cfg.part_hash(*_DEPENDS[kind]), cfg.cache_dir, *extra)
     if key not in _CACHE:
         _CACHE[key] = build()
     return _CACHE[key]

@@ -118,6 +118,14 @@ def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained,
     assert not (trained / "audits" / "too_long").exists()
 
 
+def test_a_sweep_checks_every_jobs_sample_pool_before_the_first_job_runs(trained, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["audit", "-m", f"run={trained}", "name=sweep_bad", "audit.methods=[utility,mr]", "audit.suffix_len=250",
+              "audit.prefix_len=8,250"])
+    assert info.value.code == 2 and "distinct samples of at least 375 tokens" in capsys.readouterr().err
+    assert not (trained / "audits" / "sweep_bad").exists()
+
+
 def _external_model(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A tiny model and a LoRA adapter saved with save_pretrained, and a local JSONL of two sites' records."""
     import torch
