@@ -90,6 +90,14 @@ def test_reaudit_sweep_writes_audit_only_tables(trained, capsys):
         assert tables["prefix_len"][str(prefix_len)]["mr/intra"][0] == pytest.approx(final)
 
 
+def test_an_experiment_preset_restores_its_rules_over_the_runs_resolved_ones(trained):
+    from fedmem.offline_audit import prepare_reaudit
+
+    cfg, rounds, _ = prepare_reaudit(str(trained), ["experiment=paper"], None)
+    assert cfg.experiment == "paper" and rounds == [0, 1]
+    assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"  # the run itself used offline_demo's public
+
+
 @pytest.mark.parametrize("override, message", [
     ("train.lr=0.1", "train.lr: shaped training"),
     ("data.num_clients=3", "data.num_clients: shaped training"),
