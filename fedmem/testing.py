@@ -13,6 +13,10 @@ import numpy as np
 import torch
 
 from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.audit.detector import Detection
+from fedmem.audit.detector.ner import entity_sets, load_ner
+from fedmem.audit.detector.preprocess import vectorize
+from fedmem.audit.detector.seeding import batch_seeds
 from fedmem.config import Decoding
 from fedmem.model.tiny import qwen2_model, train_tokenizer
 
@@ -229,11 +233,6 @@ def seed_rule_categories(detector, pairs: list[tuple[str, str]], entity_gate: bo
     the other; passing pairs above ``identical`` are skipped; the pair is paraphrase_high when a passing pair
     scores above ``paraphrase_high``, else paraphrase_low when one passes at all, else none. Verbatim and idea
     cases come from the detector's alignment unchanged. The oracle for ``PlagiarismDetector.detect_batch``."""
-    from fedmem.audit.detector import Detection
-    from fedmem.audit.detector.ner import entity_sets, load_ner
-    from fedmem.audit.detector.preprocess import vectorize
-    from fedmem.audit.detector.seeding import batch_seeds
-
     cfg = detector.cfg
     nlp = load_ner(cfg.ner_model)
     out = []
