@@ -27,16 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rank_bm25 import BM25  # noqa: E402
 
 from fedmem.audit.suffix_index import analyze, query_terms, suffix_index  # noqa: E402
-from fedmem.testing import lucene_top_k, zipf_texts  # noqa: E402
-
-
-def stored_length(n: int) -> int:
-    """The document length Lucene stores: exact below 24, beyond it 24 + (n - 24) with four leading bits kept."""
-    if n < 24:
-        return n
-    i = n - 24
-    drop = max(0, i.bit_length() - 4)
-    return 24 + (i >> drop << drop)
+from fedmem.testing import lucene_top_k, stored_length, zipf_texts  # noqa: E402
 
 
 class LuceneBM25(BM25):

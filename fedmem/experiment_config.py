@@ -82,9 +82,8 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
     # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
     sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
     audit = {k: v for k, v in audit.items() if k in shared}
-    for key in ("seed",):
-        if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)):
-            raise ValueError(f"{key} must be an integer, got {d[key]!r}")
+    if "seed" in d and (isinstance(d["seed"], bool) or not isinstance(d["seed"], int)):
+        raise ValueError(f"seed must be an integer, got {d['seed']!r}")
     cfg = ExperimentConfig(
         task=build_section(TaskConfig, d.get("task"), "task"),
         data=build_section(DataConfig, d.get("data"), "data"),

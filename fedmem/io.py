@@ -5,12 +5,16 @@ half-written report, record file, figure, adapter or cache entry behind (a temp 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import gzip
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -41,8 +45,6 @@ def atomic_write_json(path, obj: Any, indent: int | None = 2) -> Path:
 
 def atomic_write_jsonl_gz(path, rows) -> Path:
     """One JSON object per line, gzip-compressed."""
-    import gzip
-
     with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
@@ -96,10 +98,6 @@ def pyplot():
 
 def to_jsonable(obj: Any) -> Any:
     """numpy scalars and arrays, tuples and dataclasses to plain JSON types; NaN and infinities to null."""
-    import dataclasses
-
-    import numpy as np
-
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return to_jsonable(dataclasses.asdict(obj))
     if isinstance(obj, dict):

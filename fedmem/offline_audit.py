@@ -77,11 +77,10 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
                 known = sorted(p.stem for p in path.parent.glob("*.yaml"))
                 raise ValueError(f"{key}={value}: no such preset; known: {known}")
             preset = OmegaConf.load(path)
-            package = groups[key]
             if "@package _global_" in path.read_text().split("\n", 1)[0]:
                 cfg = OmegaConf.merge(cfg, preset)
             else:
-                OmegaConf.update(cfg, package, preset, merge=False)
+                OmegaConf.update(cfg, groups[key], preset, merge=False)
         else:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
     return OmegaConf.to_container(cfg, resolve=True)

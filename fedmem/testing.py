@@ -124,6 +124,17 @@ def zipf_texts(rng: np.random.Generator, n: int, lo: int, hi: int, vocab: np.nda
     return [" ".join(rng.choice(vocab, size=rng.integers(lo, hi + 1), p=p)) for _ in range(n)]
 
 
+def stored_length(n: int) -> int:
+    """The document length Lucene stores, from its definition rather than from ``SmallFloat``'s bit layout (so it
+    checks ``fedmem.audit.lucene`` independently): exact below 24; beyond, 24 + (n − 24) with only its four
+    leading bits kept, the rest rounded down."""
+    if n < 24:
+        return n
+    i = n - 24
+    drop = max(0, i.bit_length() - 4)
+    return 24 + (i >> drop << drop)
+
+
 def english_passages(words_per_passage: int = 50, stride: int = 50) -> list[str]:
     """Real English prose that every Debian system carries (the licence texts in /usr/share/common-licenses), cut
     into passages of ``words_per_passage`` words every ``stride`` words; empty where the folder is missing."""

@@ -8,16 +8,7 @@ import numpy as np
 import pytest
 
 from fedmem.audit.lucene import Bm25Matrix, byte4_to_int, int_to_byte4, standard_tokens
-
-
-def stored_length(n: int) -> int:
-    """The length Lucene keeps, from its definition: exact below 24; beyond, 24 + (n − 24) with only its four
-    leading bits kept (the rest rounded down)."""
-    if n < 24:
-        return n
-    i = n - 24
-    drop = max(0, i.bit_length() - 4)
-    return 24 + (i >> drop << drop)
+from fedmem.testing import stored_length
 
 
 def test_length_norm_is_exact_below_40_and_rounds_down_beyond():
