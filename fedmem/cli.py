@@ -98,10 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     elif cmd == "audit":
         try:
             audit = prepare_audit(rest)
-            out = audit()  # a sample pool the data cannot fill is refused here, before anything is written
         except (ValueError, TypeError) as e:
             _fail(str(e))
-        print(out, flush=True)
+        print(audit(), flush=True)
     elif cmd == "resolve":
         out = Path("runs") / "resolved.yaml"
         try:

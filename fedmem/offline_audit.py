@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
-from fedmem.model.load import check_local_model, load_audited_model
+from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
 from fedmem.runtime import base_model, federated_data, make_auditor
 from fedmem.sweep import write_sweep_report
 
@@ -115,7 +115,8 @@ def _rounds(run: Path, spec: str | None) -> list[int]:
 
 def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out: Path | None = None
                     ) -> tuple[ExperimentConfig, list[int], Path]:
-    """Validate everything about a re-audit and return (its config, the rounds, the training run); no I/O."""
+    """Validate everything about a re-audit, the data's sample pool included, and return (its config, the rounds,
+    the training run). Nothing is written."""
     run = Path(run_dir)
     if not (run / "config.yaml").is_file():
         raise ValueError(f"run={run_dir}: not a fedmem run directory (no config.yaml)")
@@ -126,7 +127,10 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
                              f"experiment may); train a new run instead")
     d = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
     d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
-    return from_dict(d), _rounds(run, rounds), run
+    cfg = from_dict(d)
+    rounds_ = _rounds(run, rounds)
+    audit_pool(cfg, federated_data(cfg), base_model(cfg)[1])  # a pool the data cannot fill fails here
+    return cfg, rounds_, run
 
 
 def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
@@ -135,7 +139,6 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
 
     source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
     label = "cl" if cfg.strategy.name == "centralized" else "fl"
-    # built before anything is written: a sample pool the data cannot fill fails here, leaving no directory
     auditor = make_auditor(cfg, label, source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,9 +178,7 @@ def prepare_reaudit_sweep(run_dir: str, overrides: list[str], rounds: str | None
     run = Path(run_dir)
     sweep = run / "audits" / (name or time.strftime("sweep-%Y%m%d-%H%M%S"))
     jobs = [prepare_reaudit(run_dir, combo, rounds, out=sweep / str(i)) + (combo,)
-            for i, combo in enumerate(expand_sweep(overrides))]
-    for cfg, *_ in jobs:  # the data must fill every job's sample pool: checked before the first job runs
-        audit_pool(cfg, federated_data(cfg), base_model(cfg)[1])
+            for i, combo in enumerate(expand_sweep(overrides))]  # every job checked before the first one runs
 
     def run_jobs() -> Path:
         sweep.mkdir(parents=True, exist_ok=True)
@@ -202,7 +203,8 @@ def _files_sha256(directory: str) -> str:
 
 
 def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig:
-    """Validate an external model's audit (config, model and adapter directories); no I/O."""
+    """Validate an external model's audit (config, model and adapter directories, the data's sample pool with the
+    model's tokenizer); nothing is written."""
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
     d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
     path = (d.get("model") or {}).get("path")
@@ -211,6 +213,7 @@ def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig
     d["run_dir"] = str(Path("runs") / (name or time.strftime(f"audit-%Y%m%d-%H%M%S-{d['task']['name']}")))
     cfg = from_dict(d)
     check_local_model(cfg.model)
+    audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model))
     return cfg
 
 

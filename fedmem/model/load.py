@@ -27,20 +27,33 @@ def device() -> torch.device:
 
 def load_pretrained(cfg: ModelConfig):
     """A Hugging Face causal LM by id or local directory; one clear error when it cannot be had offline."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(cfg)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=resolve_dtype(cfg.dtype))
+    except OSError as e:
+        raise RuntimeError(_unavailable(cfg, e)) from None
+    model.eval()
+    return model, tokenizer
+
+
+def _unavailable(cfg: ModelConfig, error: Exception) -> str:
+    return (f"could not load model {cfg.path!r} ({cfg.name}): not in the local Hugging Face cache and the hub is "
+            f"unreachable. Download it elsewhere and set model.path to the local directory. ({error})")
+
+
+def load_tokenizer(cfg: ModelConfig):
+    """The tokenizer of ``model.path``, with a pad token (its end-of-sequence token where it has none)."""
+    from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.path)
-        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=resolve_dtype(cfg.dtype))
     except OSError as e:
-        raise RuntimeError(
-            f"could not load model {cfg.path!r} ({cfg.name}): not in the local Hugging Face cache and the hub is "
-            f"unreachable. Download it elsewhere and set model.path to the local directory. ({e})"
-        ) from None
+        raise RuntimeError(_unavailable(cfg, e)) from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.eval()
-    return model, tokenizer
+    return tokenizer
 
 
 def check_local_model(cfg: ModelConfig) -> None:
