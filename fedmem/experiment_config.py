@@ -118,8 +118,12 @@ def validate(cfg: ExperimentConfig) -> None:
         raise ValueError(
             f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
         )
-    if cfg.audit.prefix_len + cfg.audit.suffix_len > cfg.model.max_seq_len * 4:
+    if cfg.model.max_seq_len != "auto" and cfg.audit.prefix_len + cfg.audit.suffix_len > cfg.model.max_seq_len * 4:
         raise ValueError("audit.prefix_len + audit.suffix_len is far beyond model.max_seq_len")
+    if (cfg.model.offline and cfg.data.source != "synthetic" and not cfg.data.public
+            and cfg.data.public_share == 0):
+        raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
+                         "data.public_share=0 with no data.public gives none: set one of them")
     pool = {"train": cfg.audit.samples_per_client, "test": cfg.audit.test_per_client}
     pool_key = {"train": "audit.samples_per_client", "test": "audit.test_per_client"}
     for name, method_cfg in method_configs(cfg).items():

@@ -19,7 +19,7 @@ def test_templates_are_the_papers():
     assert TEMPLATES["classification"].user.startswith(
         "Please classify the following passage into one of the following categories: BACKGROUND, OBJECTIVE, METHODS,")
     assert {t: TEMPLATES[t].mem_field for t in TEMPLATES} == {
-        "summarization": "abstract", "dialog": "patient", "qa": "context", "classification": "passage"}
+        "summarization": "abstract", "dialog": "patient", "qa": "context", "classification": "passage", "text": "text"}
 
 
 def small(**kw):
@@ -97,7 +97,8 @@ def test_summarization_loader_on_local_files_in_hub_schema(tmp_path, suffix):
     task = TaskConfig(name="summarization", columns={"abstract": "abstract", "title": "title"},
                       client_column="categories", client_groups={"0": ["astro-ph"], "1": ["cond-mat"], "2": ["math."]},
                       pearl_metric="rouge_l")
-    fd = load_federated(task, DataConfig(source="local", path=str(path), train_per_client=8, test_per_client=2), 0)
+    fd = load_federated(task, DataConfig(source="local", path=str(path), train_per_client=8, test_per_client=2,
+                                                   public_share=0.0), 0)
     assert [len(c.train) for c in fd.clients] == [8, 8, 8]
     for c, split in enumerate(fd.clients):
         for r in split.train + split.test:
@@ -115,7 +116,8 @@ def test_qa_loader_reads_nested_columns(tmp_path):
     task = TaskConfig(name="qa", columns={"question": "question", "context": "context.contexts", "answer": "long_answer"},
                       client_column="context.meshes",  # MeSH terms are matched whole (group_by=tags)
                       client_groups={"0": ["Neoplasms"], "1": ["Heart Diseases"], "2": ["Bacterial Infections"]})
-    fd = load_federated(task, DataConfig(source="local", path=str(path), train_per_client=6, test_per_client=2), 0)
+    fd = load_federated(task, DataConfig(source="local", path=str(path), train_per_client=6, test_per_client=2,
+                                                   public_share=0.0), 0)
     r = fd.clients[0].train[0]
     assert r.mem_text.startswith("Trial") and r.mem_text.endswith("Part two.") and r.user.endswith(r.mem_text)
 

@@ -35,7 +35,10 @@ def _rows(name: str) -> list[dict]:
 
 
 def _load(task: str, tmp_path, seed: int = 0, **data):
-    kw = {"source": "hf", "path": str(FIX / FILES[task][0]), "train_per_client": 9, "test_per_client": 3, **data}
+    # No public share by default: these tests check the paper's partitions row by row (test_public_corpus.py
+    # covers the share).
+    kw = {"source": "hf", "path": str(FIX / FILES[task][0]), "train_per_client": 9, "test_per_client": 3,
+          "public_share": 0.0, **data}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         return load_federated(TaskConfig(name=task), DataConfig(**kw), seed=seed, cache_dir=str(tmp_path / "cache"))
@@ -114,7 +117,7 @@ def test_loader_saves_ground_truth_next_to_the_data(tmp_path):
 def test_local_source_with_column_mapping_and_client_column(tmp_path):
     data = DataConfig(source="local", path=str(FIX / "clinic_notes.csv"), num_clients=2, train_per_client=7,
                       test_per_client=3, columns={"patient": "question_text", "doctor": "answer_text"},
-                      client_column="site")
+                      client_column="site", public_share=0.0)
     fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
     assert [c["name"] for c in fd.ground_truth["clients"]] == ["north", "south"]
     for c, _, r in fd.all_records():
@@ -122,7 +125,7 @@ def test_local_source_with_column_mapping_and_client_column(tmp_path):
     # the same file without a client column: an IID split over all rows
     iid = load_federated(TaskConfig(name="dialog", partition="iid"),
                          DataConfig(source="local", path=str(FIX / "clinic_notes.csv"), num_clients=2,
-                                    train_per_client=8, test_per_client=2,
+                                    train_per_client=8, test_per_client=2, public_share=0.0,
                                     columns={"patient": "question_text", "doctor": "answer_text"}), seed=0)
     assert sum(len(c.train) + len(c.test) for c in iid.clients) == 20
 
@@ -152,7 +155,8 @@ def test_unknown_label_is_one_clear_error(tmp_path):
 def test_small_partitions_shrink_the_split_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="owns only 12 rows"):
         fd = load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl"),
-                                                              train_per_client=500, test_per_client=100), seed=0)
+                                                              train_per_client=500, test_per_client=100,
+                                                              public_share=0.0), seed=0)
     assert [(len(c.train), len(c.test)) for c in fd.clients] == [(10, 2)] * 3  # 5:1 of 12 rows
 
 
@@ -177,7 +181,7 @@ def test_hydra_overrides_reach_the_local_loader(tmp_path):
 
     d = compose_dict(["data=local", f"data.path={FIX / 'clinic_notes.csv'}", "data.num_clients=2",
                       "data.columns={patient:question_text,doctor:answer_text}", "data.client_column=site",
-                      "data.train_per_client=8", "data.test_per_client=2"])
+                      "data.train_per_client=8", "data.test_per_client=2", "data.public_share=0"])
     fd = load_federated(TaskConfig(**d["task"]), DataConfig(**d["data"]), seed=0)
     assert [c["name"] for c in fd.ground_truth["clients"]] == ["north", "south"]
     assert fd.clients[0].train[0].mem_text.startswith("Patient ")

@@ -25,21 +25,28 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         if len(ids) < audit.prefix_len + max(1, audit.suffix_len // 2):
             return None  # too short to hold a prefix and a meaningful suffix
         prefix, suffix = ids[: audit.prefix_len], ids[audit.prefix_len : audit.prefix_len + audit.suffix_len]
-        prefix_text = tokenizer.decode(prefix)
+        prefix_text, suffix_text = tokenizer.decode(prefix), tokenizer.decode(suffix)
         user = rec.user.replace(rec.mem_text, prefix_text, 1)
+        prompt_ids = tuple(tokenizer(format_prompt(tokenizer, user, task.plain), add_special_tokens=False)["input_ids"])
+        if task.plain and not rec.assistant:  # running text: utility and PEARL score the prefix's continuation
+            reference, full_prompt_ids = suffix_text, prompt_ids
+        else:
+            reference = rec.assistant
+            full_prompt_ids = tuple(tokenizer(format_prompt(tokenizer, rec.user, task.plain),
+                                              add_special_tokens=False)["input_ids"])
         return AuditSample(
             id=f"c{client}/{split}/{idx}",
             client=client,
             split=split,
-            prompt_ids=tuple(tokenizer(format_prompt(tokenizer, user), add_special_tokens=False)["input_ids"]),
+            prompt_ids=prompt_ids,
             prefix_ids=tuple(prefix),
             suffix_ids=tuple(suffix),
             prefix_text=prefix_text,
-            suffix_text=tokenizer.decode(suffix),
-            reference=rec.assistant,
+            suffix_text=suffix_text,
+            reference=reference,
             label=rec.label,
             tags={**dict(rec.tags), "record_id": rec.id},
-            full_prompt_ids=tuple(tokenizer(format_prompt(tokenizer, rec.user), add_special_tokens=False)["input_ids"]),
+            full_prompt_ids=full_prompt_ids,
         )
 
     def pick(records, n: int | str, client: int, split: str, key: str) -> list[AuditSample]:

@@ -49,8 +49,11 @@ class TaskConfig:
     ``TaskConfig(name="qa")`` is the paper's QA task; ``""`` clears an optional column or name explicitly.
     """
 
-    name: Literal["summarization", "dialog", "qa", "classification"] = option(
-        "dialog", "summarization | dialog | qa | classification")
+    name: Literal["summarization", "dialog", "qa", "classification", "text"] = option(
+        "dialog", "summarization | dialog | qa | classification (the paper's) | text (plain text, no prompt)")
+    format: Literal["chat", "plain"] | None = option(
+        None, "chat: the user and assistant turns in the tokenizer's chat template | plain: the user turn alone as "
+        "running text (trained as continuation; the audits' prompt is the bare prefix)")
     user_template: str | None = option(None, "user turn, a format string over the task's fields (SPEC §2 Table 6)")
     assistant_template: str | None = option(None, "assistant turn, a format string over the task's fields")
     mem_field: str | None = option(None, "the field holding the memorization text (prefix + suffix source)")
@@ -109,6 +112,11 @@ class TaskConfig:
             raise ValueError("task.client_groups needs task.client_column (the column the groups are read from)")
 
     @property
+    def plain(self) -> bool:
+        """Running text: no chat template, the audits' prompt is the bare prefix (``format: plain``)."""
+        return self.format == "plain"
+
+    @property
     def fields(self) -> list[str]:
         """The template fields, in order of first use."""
         return template_fields(self.user_template, self.assistant_template)
@@ -138,6 +146,15 @@ class DataConfig:
     num_clients: int = option(3, "number of clients L")
     train_per_client: int = option(200, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
+    # ---- Hugging Face and local sources: the public corpus (the tiny preset's tokenizer and prior, PA's calibration)
+    public: str | None = option(
+        None, "the public corpus: a file (.jsonl/.csv/.parquet; its memorization-text column, or 'text') or a column "
+        "of the data whose true values (true/1/yes/public) mark public rows; None = data.public_share"
+    )
+    public_share: float = option(
+        0.2, "without data.public: the seeded share of each client's rows moved to the public corpus before the "
+        "train/test split (never trained on as client data nor audited); 0 = no public corpus"
+    )
     # ---- synthetic source only
     specialties: list[str] = option_factory(
         list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
@@ -207,6 +224,11 @@ class DataConfig:
             raise ValueError("data.public_record_fraction must be >= 0 and, with public_generic_fraction, below 1")
         if not 1 <= self.num_boilerplates <= len(BOILERPLATE):
             raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
+        if not 0 <= self.public_share < 1:
+            raise ValueError(f"data.public_share must be in [0, 1), got {self.public_share}")
+        if self.source == "synthetic" and self.public:
+            raise ValueError("data.public is for data.source=local or hf; the synthetic source makes its own "
+                             "public corpus (data.public_size)")
         if self.public_size < 0:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
         if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:

@@ -29,8 +29,8 @@ def _builder(path: str) -> str:
     raise ValueError(f"data.path: cannot tell the format of {Path(path).name!r}; use .jsonl, .json, .csv or .parquet")
 
 
-def local_files(path: str) -> list[str]:
-    """The files ``data.path`` names: one file, a glob, or every supported file in a directory."""
+def local_files(path: str, key: str = "data.path") -> list[str]:
+    """The files ``key`` names: one file, a glob, or every supported file in a directory."""
     p = Path(path).expanduser()
     if p.is_dir():
         files = sorted(str(f) for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
@@ -40,10 +40,10 @@ def local_files(path: str) -> list[str]:
     else:
         files = [str(p)] if p.is_file() else []
     if not files:
-        raise ValueError(f"data.path {path!r} names no readable .jsonl/.json/.csv/.parquet file")
+        raise ValueError(f"{key} {path!r} names no readable .jsonl/.json/.csv/.parquet file")
     builders = {_builder(f) for f in files}
     if len(builders) > 1:
-        raise ValueError(f"data.path {path!r} mixes file formats {sorted(builders)}; use one format")
+        raise ValueError(f"{key} {path!r} mixes file formats {sorted(builders)}; use one format")
     return files
 
 
@@ -59,13 +59,14 @@ def hub_error_message(dataset: str, config: str | None, split: str, cause: BaseE
     )
 
 
-def load_table(task, data, cache_dir: str | None = None):
-    """The configured rows as one flattened ``datasets.Dataset``."""
+def load_table(task, data, cache_dir: str | None = None, path: str | None = None):
+    """The configured rows (or the local files at ``path``) as one flattened ``datasets.Dataset``."""
     import datasets
 
     hf_cache = os.path.join(cache_dir, "hf-datasets") if cache_dir else None
-    if data.path:
-        files = local_files(data.path)
+    path = path or data.path
+    if path:
+        files = local_files(path, "data.path" if path == data.path else "data.public")
         ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)
     else:
         if data.source != "hf":

@@ -6,6 +6,7 @@ from typing import Any
 
 from fedmem.data import partition
 from fedmem.data.grouping import assign_groups
+from fedmem.data.config import FILE_SUFFIXES
 from fedmem.data.hub import load_table
 from fedmem.data.records import ClientSplit, FederatedData, Record
 from fedmem.data.schema import Schema, resolve_schema
@@ -73,6 +74,53 @@ def _partition(ds, schema: Schema, rows: list[int], labels: list, task, data, se
     return [[rows[k] for k in part] for part in parts], [str(n) for n in names]
 
 
+TRUE_VALUES = ("true", "1", "yes", "y", "public")
+
+
+def public_is_file(public: str) -> bool:
+    """``data.public`` names a file (or glob / directory) rather than a column of the data."""
+    return "/" in public or "*" in public or public.lower().endswith(FILE_SUFFIXES)
+
+
+def read_public_file(task, data, schema: Schema, cache_dir: str | None) -> list[str]:
+    """The texts of a public-corpus file: its memorization-text column, or its ``text`` column."""
+    ds = load_table(task, data, cache_dir, path=data.public)
+    column = schema.columns[task.mem_field]
+    if column not in ds.column_names:
+        column = "text"
+    texts = [one_line(v) for v in _column(ds, column, f"data.public ({data.public})")]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ValueError(f"data.public {data.public!r}: column {column!r} holds no text")
+    return texts
+
+
+def public_texts(rec: Record) -> list[str]:
+    """What a public row adds to the public corpus: its memorization text and (unless it is a label) its
+    assistant turn, so the tokenizer and prior see both sides of the task."""
+    return [rec.mem_text] + ([rec.assistant] if rec.assistant and rec.label is None else [])
+
+
+def take_public_share(parts: list[list[int]], names: list[str], data, seed: int) -> tuple[list[list[int]], list[int]]:
+    """Move a seeded ``data.public_share`` of each client's rows to the public corpus, before the train/test
+    split, so they are never trained on as client data nor audited. Returns (remaining parts, public rows)."""
+    kept, public = [], []
+    need = data.train_per_client + data.test_per_client
+    for c, rows in enumerate(parts):
+        k = round(data.public_share * len(rows))
+        chosen = set(rng_for(seed, "public", c).sample(rows, k))
+        rest = [r for r in rows if r not in chosen]
+        if len(rows) >= need > len(rest) or len(rest) < 2:
+            raise ValueError(
+                f"data.public_share={data.public_share} moves {k} of client {names[c]!r}'s {len(rows)} rows to the "
+                f"public corpus, leaving {len(rest)} for data.train_per_client + data.test_per_client = {need}: "
+                f"lower data.public_share or the split sizes, or name a public corpus with data.public"
+            )
+        kept.append(rest)
+        public.extend(sorted(chosen))
+    return kept, public
+
+
 def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> FederatedData:
     """The federated dataset from the task's Hugging Face dataset or from ``data.path``.
 
@@ -92,9 +140,20 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         usable = [i for i in usable if labels[i] is not None]
     if not usable:
         raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
+    public_rows: list[int] = []
+    if data.public and not public_is_file(data.public):  # a column marks the public rows
+        flags = _column(ds, data.public, "data.public")
+        public_rows = [i for i in usable if one_line(flags[i]).lower() in TRUE_VALUES]
+        usable = [i for i in usable if one_line(flags[i]).lower() not in TRUE_VALUES]
+        if not public_rows or not usable:
+            raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {len(usable) + len(public_rows)} "
+                             f"usable rows as public (true/1/yes/public); both sides must be non-empty")
     parts, names = _partition(ds, schema, usable, labels, task, data, seed)
+    sizes = [len(p) for p in parts]
+    if not data.public and data.public_share > 0:
+        parts, public_rows = take_public_share(parts, names, data, seed)
 
-    def record(i: int, c: int) -> Record:
+    def record(i: int, c: int | None) -> Record:
         return render_record(task.user_template, task.assistant_template, task.mem_field,
                              {f: values[i] for f, values in fields.items()}, f"row{i}", client=c, label=labels[i])
 
@@ -103,7 +162,8 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
                                                  rng_for(seed, "split", c), c)
         clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
-        truth_clients.append({"client": c, "name": names[c], "rows_in_partition": len(rows),
+        truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
+                              "rows_to_public": sizes[c] - len(rows),
                               "train_ids": [f"row{i}" for i in train], "test_ids": [f"row{i}" for i in test]})
     truth = {
         "source": data.source,
@@ -117,9 +177,19 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         "client_column": schema.client_column if schema.partition == "natural" else None,
         "rows": ds.num_rows,
         "rows_dropped_empty": ds.num_rows - len(usable),
-        "rows_in_no_client": len(usable) - sum(len(p) for p in parts),
+        "rows_in_no_client": len(usable) - sum(sizes),
+        "public": {"source": ("file" if public_is_file(data.public) else "column") if data.public else
+                   ("share" if public_rows else None), "file": data.public if data.public and public_is_file(data.public)
+                   else None, "column": data.public if data.public and not public_is_file(data.public) else None,
+                   "share": data.public_share if not data.public else None, "rows": len(public_rows),
+                   "row_ids": [f"row{i}" for i in public_rows]},
         "clients": truth_clients,
         "canaries": [],
         "boilerplate": [],
     }
-    return FederatedData(clients=clients, public_corpus=[], ground_truth=truth, source=data.source)
+    if data.public and public_is_file(data.public):
+        public = read_public_file(task, data, schema, cache_dir)
+    else:
+        public = [t for i in public_rows for t in public_texts(record(i, None))]
+    truth["public"]["texts"] = len(public)
+    return FederatedData(clients=clients, public_corpus=public, ground_truth=truth, source=data.source)

@@ -13,6 +13,8 @@ replaced by local files in the same schema with ``data.path``):
   approximates each topic group by keywords of its topics found in the patient's text (see DIALOG_GROUPS).
 - qa: ``qiaojin/PubMedQA`` config ``pqa_artificial`` (211k rows; ``question``, ``context.contexts``,
   ``long_answer``, MeSH terms in ``context.meshes``), clients by the paper's MeSH rules (App. B.3).
+- text (not one of the paper's tasks): plain running text from local files or any hub dataset with a ``text``
+  column; no instruction, the whole text is the memorization text; clients from a column the user names.
 - classification: ``armanc/pubmed-rct20k`` (PubMed RCT sentences: ``text``, ``label``; 176k train sentences,
   enough for the paper's 3 x 30k), clients by Dirichlet(alpha = 5.0) over the label (App. B.4).
 """
@@ -81,6 +83,7 @@ DIALOG_GROUPS: dict[str, dict[str, list[str]]] = {
 
 PRESETS: dict[str, dict[str, Any]] = {
     "summarization": {
+        "format": "chat",
         "hf_dataset": "gfissore/arxiv-abstracts-2021",
         "hf_config": None,
         "hf_split": "train",
@@ -96,6 +99,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "pearl_metric": "rouge_l",  # summary-style output (SPEC §5)
     },
     "dialog": {
+        "format": "chat",
         "hf_dataset": "lavita/ChatDoctor-HealthCareMagic-100k",
         "hf_config": None,
         "hf_split": "train",
@@ -111,6 +115,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "pearl_metric": "ncd",
     },
     "qa": {
+        "format": "chat",
         "hf_dataset": "qiaojin/PubMedQA",
         "hf_config": "pqa_artificial",
         "hf_split": "train",
@@ -126,6 +131,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "pearl_metric": "ncd",
     },
     "classification": {
+        "format": "chat",
         "hf_dataset": "armanc/pubmed-rct20k",
         "hf_config": None,
         "hf_split": "train",
@@ -138,6 +144,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "labels": RCT_LABELS,
         "partition": "dirichlet",
         "metric": "accuracy",
+        "pearl_metric": "ncd",
+    },
+    "text": {
+        "format": "plain",
+        "hf_dataset": None,
+        "hf_config": None,
+        "hf_split": "train",
+        "columns": {"text": "text"},
+        "client_column": None,  # the data's own sections: data.client_column (or task.partition=iid)
+        "client_groups": {},
+        "group_by": "tags",
+        "tag_separator": "",
+        "label_column": None,
+        "labels": [],
+        "partition": "natural",
+        "metric": "rouge",
         "pearl_metric": "ncd",
     },
 }

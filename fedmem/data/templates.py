@@ -38,6 +38,8 @@ TEMPLATES: dict[str, Template] = {
         "{label}",
         "passage",
     ),
+    # Not one of the paper's tasks: running text with no instruction, the whole text memorized (format plain).
+    "text": Template("{text}", "", "text"),
 }
 
 
@@ -94,24 +96,30 @@ def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def format_prompt(tokenizer, user: str) -> str:
+def format_prompt(tokenizer, user: str, plain: bool = False) -> str:
     """The conversation up to the generation prompt.
 
-    With a chat template: ``tokenizer.apply_chat_template([user], add_generation_prompt=True)``. Without one (a
+    ``plain`` (task format plain): the user text itself, so the model continues it. With a chat template: ``tokenizer.apply_chat_template([user], add_generation_prompt=True)``. Without one (a
     base model's tokenizer): the plain fallback ``"User: {user}\\nAssistant:"``.
     """
+    if plain:
+        return user
     if has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(_messages(user), tokenize=False, add_generation_prompt=True)
     return f"User: {user}\nAssistant:"
 
 
-def format_example(tokenizer, user: str, assistant: str) -> str:
-    """The whole conversation as trained on; it starts with ``format_prompt(tokenizer, user)``.
+def format_example(tokenizer, user: str, assistant: str, plain: bool = False) -> str:
+    """The whole conversation as trained on; it starts with ``format_prompt(tokenizer, user, plain)``.
 
+    ``plain``: the user text (and the assistant text on a new line, if any) followed by the EOS token.
     With a chat template: the template over the user and assistant turns (it closes the assistant turn with its
     end-of-turn token). Without one: ``"User: {user}\\nAssistant: {assistant}"`` followed by the EOS token, so
     the model learns where an answer ends.
     """
+    eos = getattr(tokenizer, "eos_token", None) or ""
+    if plain:
+        return (f"{user}\n{assistant}" if assistant else user) + eos
     if has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(_messages(user, assistant), tokenize=False)
-    return f"User: {user}\nAssistant: {assistant}{getattr(tokenizer, 'eos_token', None) or ''}"
+    return f"User: {user}\nAssistant: {assistant}{eos}"
