@@ -86,14 +86,19 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
     if _source_line(source):
         lines += [_source_line(source), ""]
     if train_log:
-        lines += ["## Training", "", "| client | loss | steps | examples |", "|---|---|---|---|"]
+        lines += ["## Training", "", "| client | loss | steps | examples | truncated to the sequence length |",
+                  "|---|---|---|---|---|"]
         for client, m in sorted(train_log.items(), key=lambda kv: str(kv[0])):
+            cut = f"{m['truncated-examples']} (at {m['max-seq-len']} tokens)" if "truncated-examples" in m else ""
             lines.append(f"| {client} | {m.get('train-loss', float('nan')):.4f} | {m.get('steps', '')} | "
-                         f"{m.get('num-examples', '')} |")
+                         f"{m.get('num-examples', '')} | {cut} |")
         lines.append("")
     for name, method in methods.items():
         sec = report["audit"].get(name, {})
-        lines += [f"## {name} ({timings.get(name, 0):.1f} s)", "", method.markdown(sec) or "", ""]
+        lines += [f"## {name} ({timings.get(name, 0):.1f} s)", ""]
+        if sec.get("note"):
+            lines += [f"> **Note.** {sec['note']}", ""]
+        lines += [method.markdown(sec) or "", ""]
         for title, fname in method.render(sec, str(out)):
             lines += [f"![{title}]({fname})", ""]
     truth = report["audit"].get("ground_truth_scores")

@@ -306,6 +306,12 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     assert sec["config"]["log10_n"] == pytest.approx(np.log(np.exp(g_ratio).mean()) / math.log(10), abs=1e-6)
     assert len(sec["calibration"]["sequences"]) == 7
 
+    # an untrained model is far from extractable, and the section says so with the numbers behind it
+    d = sec["distance_to_extractable"]
+    assert d["best_log10_p"] == pytest.approx(max(r["log10_p"] for r in sec["samples"]))
+    assert d["log10_m"] == pytest.approx(-2) and d["orders_below"] == pytest.approx(-2 - d["best_log10_p"])
+    assert d["far"] == (d["orders_below"] > 3) and ("Far from memorizing" in sec.get("note", "")) == d["far"]
+
     text = json.dumps(to_jsonable(sec))
     assert "<redacted sha256:" in text
     assert all(s.suffix_text not in text for v in samples.values() for s in v)
@@ -315,6 +321,15 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     png = (tmp_path / fname).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
     assert [p.name for p in tmp_path.iterdir()] == [fname]  # no temp file left behind
+
+
+def test_distance_to_extractable_flags_rounds_far_from_the_threshold():
+    from fedmem.audit.prior_aware import distance_to_extractable
+
+    far = distance_to_extractable(np.log(np.array([1e-12, 1e-9])), 1e-4)
+    assert far["best_log10_p"] == pytest.approx(-9) and far["orders_below"] == pytest.approx(5) and far["far"]
+    near = distance_to_extractable(np.log(np.array([1e-12, 1e-6])), 1e-4)
+    assert near["orders_below"] == pytest.approx(2) and not near["far"]
 
 
 def test_calibration_gives_one_n_per_model(tokenizer):

@@ -111,6 +111,18 @@ def default_m(suffix_len: int) -> float:
     return 1e-2 if suffix_len <= SHORT_SUFFIX_MAX else 1e-4
 
 
+FAR_ORDERS = 3.0  # a round is "far from memorizing" when its best suffix is this many orders below m
+
+
+def distance_to_extractable(log_p: np.ndarray, m: float) -> dict:
+    """How close the round's most likely audited suffix comes to the extractability threshold m, in orders of
+    magnitude (log10), so that a report of zero rates can say whether anything came near."""
+    best = _log10(float(np.max(log_p))) if len(log_p) else None
+    below = None if best is None else math.log10(m) - best
+    return {"best_log10_p": best, "log10_m": math.log10(m), "orders_below": below,
+            "far": below is not None and below > FAR_ORDERS}
+
+
 def default_generic(suffix_len: int) -> list[str]:
     """The App. B set matching the suffix length: short sentences for short suffixes, long ones otherwise."""
     return list(GENERIC_SHORT if suffix_len <= SHORT_SUFFIX_MAX else GENERIC_LONG)
@@ -318,10 +330,10 @@ class PriorAwareMemorization(AuditMethod):
 
     @classmethod
     def check(cls, cfg: PriorAwareConfig, experiment) -> None:
-        if cfg.uses_public_corpus and experiment.data.source != "synthetic":
-            raise ValueError(f"audit.pa.generic_source=public needs the synthetic source's public corpus "
-                             f"(data.source={experiment.data.source}); use audit.pa.generic_source=appendix_b or "
-                             f"give audit.pa.generic")
+        data = experiment.data
+        if cfg.uses_public_corpus and data.source != "synthetic" and not data.public and data.public_share == 0:
+            raise ValueError("audit.pa.generic_source=public needs a public corpus, and data.public_share=0 with no "
+                             "data.public gives none: set one, or use audit.pa.generic_source=appendix_b")
 
     @classmethod
     def samples_needed(cls, cfg: PriorAwareConfig) -> dict[str, int]:
@@ -342,8 +354,8 @@ class PriorAwareMemorization(AuditMethod):
         if cfg.n_ratio is None:  # n is calibrated: build the generic set
             if cfg.uses_public_corpus:
                 if not run.public_texts:
-                    raise ValueError("audit.pa.generic_source=public needs a data source with a public corpus (the "
-                                     "synthetic source); use audit.pa.generic_source=appendix_b")
+                    raise ValueError("audit.pa.generic_source=public needs a public corpus (data.public or "
+                                     "data.public_share); use audit.pa.generic_source=appendix_b")
                 self.generic_texts, self.generic = public_generic_pairs(
                     run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, run.suffix_len, self.seed)
             else:
@@ -403,6 +415,13 @@ class PriorAwareMemorization(AuditMethod):
             "ground_truth": self._ground_truth(samples, ext, pa),
             "samples": rows,
         }
+        section["distance_to_extractable"] = distance_to_extractable(log_p, self.m)
+        if section["distance_to_extractable"]["far"]:
+            d = section["distance_to_extractable"]
+            section["note"] = (f"Far from memorizing: the most likely audited suffix has log10 P(s|p) = "
+                               f"{d['best_log10_p']:.1f}, {d['orders_below']:.1f} orders of magnitude below the "
+                               f"extractability threshold (log10 m = {d['log10_m']:.1f}); zero rates here mean the "
+                               f"model has not come near reproducing any suffix, not that it is safe to train longer.")
         headline = {
             "extractable_rate": overall["extractable_rate"], "pa_rate": overall["pa_rate"],
             "pa_over_extractable": overall["pa_over_extractable"], "log10_n": section["config"]["log10_n"],
