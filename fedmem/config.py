@@ -151,16 +151,21 @@ class TinyModelConfig:
             raise ValueError(f"model.tiny.pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
 
 
+OFFLINE_PRESETS = ("tiny", "small")
+
+
 @dataclass
 class ModelConfig:
     """Which base model to fine-tune and how LoRA wraps it. A preset (conf/model/) sets these and train.*."""
 
-    name: str = option("tiny", "preset name (tiny, qwen2.5-0.5b, ..., llama3.2-3b)")
+    name: str = option("tiny", "preset name: tiny or small (offline, built here), qwen2.5-0.5b, ..., llama3.2-3b")
     path: str | None = option(None, "Hugging Face id or local directory; None for the tiny preset")
     adapter: str | None = option(None, "a peft adapter directory on top of model.path (fedmem audit of an external model)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
         "auto", "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16")
-    max_seq_len: int = option(256, "training sequences are truncated to this many tokens")
+    max_seq_len: int | Literal["auto"] = option(
+        256, "training sequences are truncated to this many tokens; auto = the longest rendered train example, "
+        "at most the base model's positions (the round reports say how many examples were truncated)")
     lora_r: int = option(16, "LoRA rank")
     lora_alpha: int = option(32, "LoRA alpha")
     lora_dropout: float = option(0.05, "LoRA dropout")
@@ -168,14 +173,21 @@ class ModelConfig:
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         "LoRA targets: all attention and MLP projections (the paper's setting)",
     )
-    tiny: TinyModelConfig = section(TinyModelConfig, "tiny preset only")
+    tiny: TinyModelConfig = section(TinyModelConfig, "the offline presets (tiny, small): the architecture built")
+
+    @property
+    def offline(self) -> bool:
+        """An offline preset: built from ``model.tiny`` and pretrained on the data's public corpus."""
+        return self.name in OFFLINE_PRESETS and not self.path
 
     def __post_init__(self):
         if isinstance(self.tiny, dict):
             self.tiny = build_section(TinyModelConfig, self.tiny, "model.tiny")
         check_fields(self, "model")
-        positive(self, "model", "max_seq_len", "lora_r", "lora_alpha")
-        if self.name != "tiny" and not self.path:
+        positive(self, "model", "lora_r", "lora_alpha")
+        if self.max_seq_len != "auto":
+            positive(self, "model", "max_seq_len")
+        if not self.offline and not self.path:
             raise ValueError(f"model.path is required for model {self.name!r} (a Hugging Face id or local dir)")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"model.lora_dropout must be in [0, 1), got {self.lora_dropout}")

@@ -20,7 +20,8 @@ _CACHE: dict[tuple, object] = {}
 
 
 # What each cached object depends on: audits with other settings over the same data reuse the data and models.
-_DEPENDS = {"data": ("task", "data"), "base": ("task", "data", "model"), "examples": ("task", "data", "model")}
+_DEPENDS = {"data": ("task", "data"), "base": ("task", "data", "model"), "examples": ("task", "data", "model"),
+            "seq_len": ("task", "data", "model")}
 
 
 def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
@@ -54,14 +55,34 @@ def fresh_lora_model(cfg: ExperimentConfig):
     return model, tokenizer
 
 
-def train_examples(cfg: ExperimentConfig, client: int | None):
-    """Token ids of a client's train split (``None``: the union of all clients, for the centralized baseline)."""
+def _rendered(cfg: ExperimentConfig, client: int | None) -> list[list[int]]:
+    data = federated_data(cfg)
+    _, tokenizer, _ = base_model(cfg)
+    records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
+    return tokenize_examples(records, tokenizer, cfg.task.plain)
+
+
+def sequence_length(cfg: ExperimentConfig) -> int:
+    """The training length: ``model.max_seq_len``, or for ``auto`` the longest rendered train example of any
+    client, at most the base model's positions (the same in every process: it depends on the data only)."""
+    def build():
+        if cfg.model.max_seq_len != "auto":
+            return int(cfg.model.max_seq_len)
+        base, _, _ = base_model(cfg)
+        longest = max(len(ids) for ids in _rendered(cfg, None))
+        return min(longest, getattr(base.config, "max_position_embeddings", None) or longest)
+
+    return _cached("seq_len", cfg, build)
+
+
+def train_examples(cfg: ExperimentConfig, client: int | None) -> tuple[list[list[int]], int]:
+    """(token ids of a client's train split cut to :func:`sequence_length`, how many were cut); ``client=None``:
+    the union of all clients, for the centralized baseline."""
 
     def build():
-        data = federated_data(cfg)
-        _, tokenizer, _ = base_model(cfg)
-        records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
-        return tokenize_examples(records, tokenizer, cfg.model.max_seq_len)
+        n = sequence_length(cfg)
+        ids = _rendered(cfg, client)
+        return [x[:n] for x in ids], sum(len(x) > n for x in ids)
 
     return _cached("examples", cfg, build, client)
 
@@ -77,7 +98,7 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
         _MODELS[key] = fresh_lora_model(cfg)
     model, tokenizer = _MODELS[key]
     load_adapter_state(model, global_state)
-    examples = train_examples(cfg, client)
+    examples, truncated = train_examples(cfg, client)
     metrics = train_local(
         model,
         examples,
@@ -87,7 +108,7 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
         proximal_mu=mu,
         desc=f"round {server_round} client {client}",
     )
-    return adapter_state(model), metrics
+    return adapter_state(model), {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
 
 
 def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor:
@@ -98,15 +119,17 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor
 
 def run_centralized(cfg: ExperimentConfig) -> Path:
     """Train the same model on the union of the clients' train splits, one epoch per 'round', same hook."""
+    torch.set_num_threads(cfg.simulation.torch_threads)  # the clients' setting: the baseline trains like them
     auditor = make_auditor(cfg, label="cl")
     model, tokenizer = auditor.model, auditor.tokenizer
-    examples = train_examples(cfg, None)
+    examples, truncated = train_examples(cfg, None)
     auditor.evaluate(0, adapter_state(model))
     for epoch in range(1, cfg.strategy.num_rounds + 1):
         metrics = train_local(
             model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
             epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",
         )
+        metrics = {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
         auditor.evaluate(epoch, adapter_state(model), {"centralized": metrics})
     auditor.finish()
     return auditor.run_dir

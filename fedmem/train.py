@@ -17,10 +17,10 @@ from fedmem.data.templates import format_example
 from fedmem.progress import progress_bar
 
 
-def tokenize_examples(records, tokenizer, max_len: int) -> list[list[int]]:
-    """Token ids of each record rendered with the chat template, truncated to ``max_len``."""
-    texts = [format_example(tokenizer, r.user, r.assistant) for r in records]
-    return [ids[:max_len] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+def tokenize_examples(records, tokenizer, plain: bool = False) -> list[list[int]]:
+    """Token ids of each record rendered as trained on (chat template, or plain text), not truncated."""
+    texts = [format_example(tokenizer, r.user, r.assistant, plain) for r in records]
+    return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
 
 
 def trainable_params(model) -> dict[str, torch.Tensor]:

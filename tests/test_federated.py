@@ -86,7 +86,7 @@ def test_fedprox_mu_pulls_towards_global(compose):
     from fedmem.runtime import train_examples
 
     cfg = from_dict(compose())
-    ex = train_examples(cfg, 0)
+    ex, _ = train_examples(cfg, 0)
     dist = {}
     for mu in (0.0, 50.0):
         model, tok = fresh_lora_model(cfg)

@@ -85,7 +85,7 @@ def load_audited_model(cfg: ModelConfig):
 
 def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: str, progress: bool = True):
     """(model, tokenizer, where) of the frozen base model."""
-    if cfg.name == "tiny" and not cfg.path:
+    if cfg.offline:
         return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
     model, tokenizer = load_pretrained(cfg)
     return model, tokenizer, cfg.path
