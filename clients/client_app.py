@@ -14,8 +14,9 @@ from fedmem.experiment_config import load_config
 from fedmem.runtime import client_round
 
 
-def make_client_app(config_path: str | None = None) -> ClientApp:
-    """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``)."""
+def make_client_app(config_path: str | None = None, round_fn=client_round) -> ClientApp:
+    """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
+    ``round_fn``: the local round (``fedmem.runtime.client_round``; tests wrap it to make a client fail)."""
     app = ClientApp()
 
     @app.train()
@@ -27,7 +28,7 @@ def make_client_app(config_path: str | None = None) -> ClientApp:
             raise ValueError(f"supernode partition-id {client} but the config has {cfg.num_clients} clients: "
                              f"run with num-supernodes = data.num_clients ({cfg.num_clients})")
         conf = msg.content["config"]
-        state, metrics = client_round(
+        state, metrics = round_fn(
             cfg,
             client,
             msg.content["arrays"].to_torch_state_dict(),

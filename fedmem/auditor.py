@@ -49,9 +49,11 @@ class Auditor:
     def initial_adapter(self) -> dict:
         return adapter_state(self.model)
 
-    def evaluate(self, server_round: int, state: dict | None, train_log: dict | None = None) -> dict[str, float]:
+    def evaluate(self, server_round: int, state: dict | None, train_log: dict | None = None,
+                 participation: dict | None = None) -> dict[str, float]:
         """Load the global adapter (``None``: audit the model as it is), run every audit method, write
-        ``round_<r>/``; returns the headline figures."""
+        ``round_<r>/``; returns the headline figures. ``participation``: which clients were sampled, trained
+        and failed in the round (written into the report)."""
         round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
         if state is not None:
             load_adapter_state(self.model, state)
@@ -77,7 +79,7 @@ class Auditor:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(
             out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods,
-            elapsed=time.perf_counter() - self._t0, source=self.source,
+            elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation,
         )
         self.history.append(report)
         self._last_end = time.perf_counter()

@@ -14,6 +14,7 @@ printed is the run directory.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
 from fedmem.runtime import run_centralized
 from fedmem.sweep import write_sweep_report
+from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
 
 USAGE = __doc__.split("\n\n")[1]
@@ -51,6 +53,9 @@ def run_experiment(d: dict, run_dir: str) -> Path:
             run_centralized(cfg)
         else:
             simulate(str(path))
+        failure = Path(run_dir) / FAILURE_FILE
+        if failure.is_file():
+            raise RoundFailedError(json.loads(failure.read_text())["error"])
         if not (Path(run_dir) / "summary.json").is_file():  # the audit hook never reached the end of the run
             raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
     except BaseException as e:
@@ -74,7 +79,11 @@ def _hydra_main(argv: list[str]) -> None:
         hc = HydraConfig.get()
         if str(hc.mode) == "RunMode.MULTIRUN":
             sweeps.add(hc.sweep.dir)
-        run_dir = run_experiment(d, hc.runtime.output_dir)
+        try:
+            run_dir = run_experiment(d, hc.runtime.output_dir)
+        except RoundFailedError as e:  # already recorded in status.json; one line, not a traceback
+            print(f"fedmem: run failed: {e}", file=sys.stderr)
+            sys.exit(1)
         print(run_dir, flush=True)
 
     sys.argv = [sys.argv[0], *argv]

@@ -60,7 +60,8 @@ def _source_line(source: dict) -> str:
 
 
 def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
-                       train_log: dict, methods: dict, elapsed: float, source: dict | None = None) -> dict:
+                       train_log: dict, methods: dict, elapsed: float, source: dict | None = None,
+                       participation: dict | None = None) -> dict:
     """``report.json``, ``report.md`` and ``report.html`` of one audited round. ``source`` says what was audited:
     a model trained by this run (``{"kind": "training"}``), a saved round re-audited, or an external model."""
     source = source or {"kind": "training"}
@@ -75,6 +76,7 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         "strategy": cfg.strategy.name,
         "experiment": cfg.experiment,
         "train": train_log,
+        "participation": participation or {},
         "audit": sections,
         "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
         "versions": versions(),

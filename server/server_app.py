@@ -6,12 +6,27 @@ maps the config to a Flower strategy and hands the aggregated adapter to the hoo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
 from fedmem.experiment_config import ExperimentConfig, load_config
+from fedmem.io import atomic_write_json
 from fedmem.runtime import make_auditor
+
+FAILURE_FILE = "round_failure.json"  # written when a round falls short of its trained clients; the CLI reads it
+
+
+def last_line(reason: str) -> str:
+    """The exception line at the end of a client's error (Ray sends the whole remote traceback)."""
+    lines = [x.strip() for x in str(reason).splitlines() if x.strip()]
+    return lines[-1] if lines else "no detail"
+
+
+class RoundFailedError(RuntimeError):
+    """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
 
 
 def build_strategy(cfg: ExperimentConfig):
@@ -33,20 +48,37 @@ def build_strategy(cfg: ExperimentConfig):
     cls, extra = classes[s.name]
 
     class Recording(cls):
-        """Aggregates replies in client order, so the average's bits never depend on arrival order."""
+        """Aggregates replies in client order, so the average's bits never depend on arrival order; counts a
+        round only if enough sampled clients trained, and records who took part."""
 
-        train_log: dict[int, dict] = {}
+        def configure_train(self, server_round, arrays, config, grid):
+            messages = list(super().configure_train(server_round, arrays, config, grid))
+            self.sampled[server_round] = len(messages)
+            return messages
 
         def aggregate_train(self, server_round, replies):
+            replies = list(replies)
+            failed = {f"node {r.metadata.src_node_id}": last_line(r.error.reason) for r in replies if r.has_error()}
             replies = sorted((r for r in replies if not r.has_error()),
                              key=lambda r: int(r.content["metrics"]["partition-id"]))
+            sampled = self.sampled.get(server_round, len(replies) + len(failed))
+            trained = [int(r.content["metrics"]["partition-id"]) for r in replies]
+            need = s.min_trained_clients or sampled
+            self.participation[server_round] = {"sampled": sampled, "trained": trained, "failed": failed,
+                                                "no_reply": sampled - len(replies) - len(failed)}
+            if len(trained) < need:
+                errors = "; ".join(f"{k}: {v}" for k, v in failed.items()) or "no error reported"
+                raise RoundFailedError(
+                    f"round {server_round}: {len(trained)} of {sampled} sampled clients trained (clients "
+                    f"{trained}), strategy.min_trained_clients needs {need}; {len(failed)} failed, "
+                    f"{sampled - len(trained) - len(failed)} sent no reply ({errors})")
             self.train_log[server_round] = {
                 int(r.content["metrics"]["partition-id"]): dict(r.content["metrics"]) for r in replies
             }
             return super().aggregate_train(server_round, replies)
 
     strategy = Recording(**common, **extra)
-    strategy.train_log = {}
+    strategy.train_log, strategy.sampled, strategy.participation = {}, {}, {}
     return strategy
 
 
@@ -55,16 +87,21 @@ def run_server(grid: Grid, cfg: ExperimentConfig) -> None:
     strategy = build_strategy(cfg)
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-        figures = auditor.evaluate(server_round, arrays.to_torch_state_dict(), strategy.train_log.get(server_round))
+        figures = auditor.evaluate(server_round, arrays.to_torch_state_dict(), strategy.train_log.get(server_round),
+                                   strategy.participation.get(server_round))
         return MetricRecord(figures)
 
-    strategy.start(
-        grid=grid,
-        initial_arrays=ArrayRecord(torch_state_dict=auditor.initial_adapter()),
-        num_rounds=cfg.strategy.num_rounds,
-        train_config=ConfigRecord({}),
-        evaluate_fn=evaluate,
-    )
+    try:
+        strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord(torch_state_dict=auditor.initial_adapter()),
+            num_rounds=cfg.strategy.num_rounds,
+            train_config=ConfigRecord({}),
+            evaluate_fn=evaluate,
+        )
+    except RoundFailedError as e:  # Flower may only log an exception of the ServerApp: leave it for the CLI too
+        atomic_write_json(Path(cfg.run_dir) / FAILURE_FILE, {"error": str(e)})
+        raise
     auditor.finish()
 
 

@@ -109,6 +109,19 @@ def test_model_presets_set_model_and_training_only():
         assert yaml.safe_load(preset.read_text())["experiment"] == preset.stem
 
 
+def test_the_offline_presets_are_built_here_and_need_a_public_corpus():
+    from fedmem.experiment_config import compose_dict
+
+    small = from_dict(compose_dict(["model=small"]))
+    tiny = from_dict(compose_dict([]))
+    assert small.model.offline and tiny.model.offline and small.model.name == "small"
+    assert small.model.tiny.hidden_size > tiny.model.tiny.hidden_size and small.model.max_seq_len == "auto"
+    assert not from_dict(compose_dict(["model=qwen2.5-0.5b", "model.path=/x", "experiment=paper"])).model.offline
+    with pytest.raises(ValueError, match="model=small trains its tokenizer and prior on the data's public corpus"):
+        from_dict(compose_dict(["model=small", "task=text", "data=local", "data.path=x.jsonl",
+                                "data.client_column=s", "data.public_share=0"]))
+
+
 def test_experiment_preset_is_recorded_and_other_models_keep_the_papers_rules(compose):
     cfg = from_dict(compose("audit.methods=[utility,pa,pearl]"))
     assert cfg.experiment == "offline_demo" and cfg.audit.sections["pa"]["generic_source"] == "public"

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from fedmem.cli import run_experiment
 from fedmem.experiment_config import from_dict
-from fedmem.runtime import client_round, fresh_lora_model
+from fedmem.runtime import client_round, fresh_lora_model, run_centralized
 from fedmem.model.load import adapter_state
 from fedmem.train import proximal_term, train_local
 
@@ -42,6 +42,8 @@ def test_simulation_writes_round_reports(sims):
     rep1 = json.loads((run / "round_1" / "report.json").read_text())
     assert sorted(rep1["train"]) == ["0", "1"]  # both clients trained, losses recorded per client
     assert all(m["train-loss"] > 0 for m in rep1["train"].values())
+    assert rep1["participation"] == {"sampled": 2, "trained": [0, 1], "failed": {}, "no_reply": 0}
+    assert all(m["truncated-examples"] >= 0 and m["max-seq-len"] == 128 for m in rep1["train"].values())
     assert (run / "summary.json").exists() and (run / "config.yaml").exists()
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
 
@@ -115,3 +117,62 @@ def test_centralized_mode_runs(compose, tmp_path):
     run = run_experiment(d, str(tmp_path / "cl"))
     rep = json.loads((run / "round_1" / "report.json").read_text())
     assert rep["label"] == "cl" and rep["train"]["centralized"]["num-examples"] == 2 * 24
+
+
+def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(compose):
+    from fedmem.runtime import sequence_length, train_examples
+
+    cfg = from_dict(compose("model.max_seq_len=16"))
+    ex, cut = train_examples(cfg, 0)
+    assert sequence_length(cfg) == 16 and all(len(x) <= 16 for x in ex) and cut == len(ex)
+    auto = from_dict(compose("model.max_seq_len=auto"))
+    ex, cut = train_examples(auto, 0)
+    assert cut == 0 and sequence_length(auto) == max(len(x) for x in train_examples(auto, None)[0])
+
+
+def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tmp_path, monkeypatch):
+    import fedmem.runtime
+
+    seen = []
+
+    def record_threads(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop after the first epoch")
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(fedmem.runtime, "train_local", record_threads)
+    try:
+        with pytest.raises(RuntimeError, match="stop after"):
+            run_centralized(from_dict(compose("strategy=centralized", "simulation.torch_threads=2")))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2]
+
+
+def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose, tmp_path):
+    """A real simulation whose client 1 raises: the round must not pass as trained (default: every sampled client
+    must train), the run is marked failed naming the error, and round 0's report is the only one written."""
+    from flwr.simulation import run_simulation
+
+    from clients.client_app import make_client_app
+    from fedmem.experiment_config import write_config
+    from server.server_app import FAILURE_FILE, RoundFailedError, make_server_app
+
+    cfg = from_dict(compose())
+    Path(cfg.run_dir).mkdir(parents=True)
+    path = Path(cfg.run_dir) / "config.yaml"
+    write_config(cfg, path)
+
+    def failing_round(cfg, client, *args, **kwargs):
+        if client == 1:
+            raise RuntimeError("client 1's disk is full")
+        return client_round(cfg, client, *args, **kwargs)
+
+    with pytest.raises(RoundFailedError, match=r"round 1: 1 of 2 sampled clients trained \(clients \[0\]\)"):
+        run_simulation(server_app=make_server_app(str(path)), client_app=make_client_app(str(path), failing_round),
+                       num_supernodes=2, backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0}})
+    failure = json.loads((Path(cfg.run_dir) / FAILURE_FILE).read_text())["error"]
+    assert "needs 2; 1 failed, 0 sent no reply (node " in failure and "client 1's disk is full" in failure
+    assert "\n" not in failure  # the remote traceback is cut to its last line
+    assert (Path(cfg.run_dir) / "round_0" / "report.json").exists()
+    assert not (Path(cfg.run_dir) / "round_1").exists() and not (Path(cfg.run_dir) / "summary.json").exists()
