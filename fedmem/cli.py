@@ -21,7 +21,7 @@ from pathlib import Path
 from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
-from fedmem.runtime import run_centralized
+from fedmem.runtime import preflight, run_centralized
 from fedmem.sweep import write_sweep_report
 from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
@@ -39,10 +39,12 @@ def run_experiment(d: dict, run_dir: str) -> Path:
     d = {**d, "run_dir": run_dir}
     try:
         cfg = from_dict(d)
+        summary = preflight(cfg)  # data, model and audit pool: before the run directory exists or Ray starts
     except (ValueError, TypeError) as e:
         if Path(run_dir).is_dir() and not any(Path(run_dir).iterdir()):
             Path(run_dir).rmdir()  # Hydra made it before calling us: leave nothing behind
         _fail(str(e))
+    print(f"fedmem: {summary}", flush=True)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     path = Path(run_dir) / "config.yaml"
     write_config(cfg, path)

@@ -6,11 +6,12 @@ thin Flower wrappers around these functions.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import torch
 
-from fedmem.auditor import Auditor
+from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
 from fedmem.experiment_config import ExperimentConfig
 from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
@@ -109,6 +110,27 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
         desc=f"round {server_round} client {client}",
     )
     return adapter_state(model), {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
+
+
+def preflight(cfg: ExperimentConfig) -> str:
+    """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
+    data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
+    needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
+    cpus = os.cpu_count() or 1
+    if cfg.strategy.name != "centralized" and cfg.simulation.num_cpus_per_client > cpus:
+        raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
+                         f"{cpus} CPUs: no client could be scheduled")
+    data = federated_data(cfg)
+    _, tokenizer, where = base_model(cfg)
+    run, configs = audit_pool(cfg, data, tokenizer)
+    names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
+        str(c) for c in range(data.num_clients)]
+    clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
+    audits = ", ".join(configs)
+    return (f"{data.num_clients} clients (train/test: {clients}); public corpus {len(data.public_corpus)} texts; "
+            f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} rounds of {cfg.strategy.name}; audit "
+            f"pool per client {len(run.train[0])} train / {len(run.test[0])} test samples, methods {audits}, "
+            f"at round 0 and after every round")
 
 
 def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor:

@@ -47,6 +47,35 @@ def local_files(path: str, key: str = "data.path") -> list[str]:
     return files
 
 
+def first_bad_json_line(files: list[str]) -> str | None:
+    """'<file>' line N is not JSON: ...' for the first line of a JSON Lines file that does not parse."""
+    import gzip
+    import json
+
+    for f in files:
+        opener = gzip.open if f.endswith(".gz") else open
+        try:
+            with opener(f, "rt", encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if line.strip():
+                        try:
+                            json.loads(line)
+                        except ValueError as e:
+                            return f"{f!r} line {n} is not JSON: {e}"
+        except UnicodeDecodeError as e:
+            return f"{f!r} is not UTF-8 text: {e}"
+    return None
+
+
+def root_cause(error: BaseException) -> str:
+    """The innermost exception of a chain, as one line (``datasets`` reports 'An error occurred while generating
+    the dataset' around the parser's real message)."""
+    while error.__cause__ is not None or error.__context__ is not None:
+        error = error.__cause__ or error.__context__
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else 'no detail'}"
+
+
 def hub_error_message(dataset: str, config: str | None, split: str, cause: BaseException) -> str:
     cfg = f", config {config!r}" if config else ""
     return (
@@ -63,11 +92,19 @@ def load_table(task, data, cache_dir: str | None = None, path: str | None = None
     """The configured rows (or the local files at ``path``) as one flattened ``datasets.Dataset``."""
     import datasets
 
+    datasets.disable_progress_bars()  # a per-file "Generating train split" bar says nothing to a fedmem user
     hf_cache = os.path.join(cache_dir, "hf-datasets") if cache_dir else None
     path = path or data.path
     if path:
-        files = local_files(path, "data.path" if path == data.path else "data.public")
-        ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)
+        key = "data.path" if path == data.path else "data.public"
+        files = local_files(path, key)
+        try:
+            ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)
+        except Exception as e:  # datasets wraps the parser's error in a generic one: report the root cause
+            where = first_bad_json_line(files) if _builder(files[0]) == "json" else None
+            raise ValueError(where or f"{key} {path!r}: cannot be read as {_builder(files[0])}: {root_cause(e)}") from e
+        if ds.num_rows == 0:
+            raise ValueError(f"{key} {path!r} holds no rows")
     else:
         if data.source != "hf":
             raise ValueError("data.source=local needs data.path")

@@ -1,0 +1,73 @@
+"""Bad input stops `fedmem run` before any run directory exists or Ray starts, with one line naming the problem."""
+
+import json
+
+import pytest
+
+from fedmem.cli import run_experiment
+from fedmem.experiment_config import compose_dict
+from fedmem.testing import english_passages
+from tests.conftest import FAST
+
+LOCAL_FAST = [o for o in FAST if not o.startswith(("data.public_size", "data.canary", "data.shared"))]
+
+
+def _rows(n=60):
+    return [{"text": t, "section": ["a", "b"][i % 2]} for i, t in enumerate(english_passages(60, 60)[:n])]
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _run(tmp_path, cache_dir, path, *extra):
+    d = compose_dict([*LOCAL_FAST, f"cache_dir={cache_dir}", "task=text", "data=local", f"data.path={path}",
+                      "data.client_column=section", "data.train_per_client=20", "data.test_per_client=4", *extra])
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        run_experiment(d, str(run_dir))
+    assert info.value.code == 2
+    assert not run_dir.exists()  # nothing half-written
+    return run_dir
+
+
+def _cases(tmp_path):
+    good = _write_jsonl(tmp_path / "good.jsonl", _rows())
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x00\xff\xfe\x89PNG\r\n" * 50)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(good.read_text() + '{"text": "unterminated\n')
+    empty_text = _write_jsonl(tmp_path / "empty_text.jsonl",
+                              [{**r, "text": r["text"] if r["section"] == "a" else "  "} for r in _rows()])
+    lonely = _write_jsonl(tmp_path / "lonely.jsonl", _rows() + [{"text": "One row.", "section": "c"}])
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "header.csv").write_text("text,section\n")
+    return {
+        "missing file": ([str(tmp_path / "nope.jsonl")], "names no readable"),
+        "empty file": ([str(tmp_path / "empty.jsonl")], "empty.jsonl"),
+        "header-only CSV": ([str(tmp_path / "header.csv")], "header.csv"),
+        "binary file": ([str(binary)], "binary.jsonl' is not UTF-8 text"),
+        "malformed JSONL line": ([str(broken)], "broken.jsonl' line 61 is not JSON"),
+        "missing text column": ([str(good), "data.columns={text:body}"], "column 'body' not found"),
+        "missing client column": ([str(good), "data.client_column=site"], "column 'site' not found"),
+        "empty texts empty a client": ([str(empty_text)], "distinct values ['a']"),
+        "a client with one row": ([str(lonely), "data.num_clients=3"], "client 'c'"),
+        "prefix longer than every sample": ([str(good), "audit.prefix_len=400", "audit.suffix_len=400",
+                                             "model.max_seq_len=auto"],
+                                            "audit.samples_per_client=6, but client 0's train split has only 0"),
+        "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],
+                                       "simulation.num_cpus_per_client=512 but this machine has"),
+        "bad number": ([str(good), "train.lr=abc"], "train.lr must be a number"),
+    }
+
+
+def test_every_bad_input_is_one_line_before_the_run_directory(tmp_path, cache_dir, capsys):
+    failures = []
+    for case, (args, message) in _cases(tmp_path).items():
+        _run(tmp_path, cache_dir, *args)
+        err = capsys.readouterr().err.strip()
+        last = err.splitlines()[-1] if err else ""  # libraries' progress bars may come before it
+        if not last.startswith("fedmem: ") or message not in last or "Traceback" in err:
+            failures.append(f"{case}: {err!r}")
+    assert not failures, "\n".join(failures)
