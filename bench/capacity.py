@@ -71,9 +71,11 @@ def evaluate(model, tokenizer, members, others, m: float) -> dict:
 
 def run_variant(overrides: list[str], epochs: int, every: int) -> None:
     cfg = from_dict(compose_dict([*overrides, "train.progress=false"]))
-    torch.set_num_threads(cfg.simulation.torch_threads)
     data = federated_data(cfg)
-    model, tokenizer = fresh_lora_model(cfg)
+    t0 = time.perf_counter()
+    model, tokenizer = fresh_lora_model(cfg)  # builds the offline base on a cache miss, with every core
+    base_seconds = time.perf_counter() - t0
+    torch.set_num_threads(cfg.simulation.torch_threads)  # then train as one client does
     run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
     members = [s for c in run.clients for s in run.train[c]]
     others = [s for c in run.clients for s in run.test[c]]
@@ -81,7 +83,7 @@ def run_variant(overrides: list[str], epochs: int, every: int) -> None:
     m = default_m(cfg.audit.suffix_len)
     n_params = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"\n## {' '.join(overrides) or '(preset defaults)'}\n")
-    print(f"base parameters {n_params / 1e6:.1f} M; {len(examples)} train examples ({truncated} cut at "
+    print(f"base parameters {n_params / 1e6:.1f} M (loaded or built in {base_seconds:.0f} s); {len(examples)} train examples ({truncated} cut at "
           f"{sequence_length(cfg)} tokens); {len(members)} members and {len(others)} held-out texts audited; "
           f"prefix {cfg.audit.prefix_len}, suffix {cfg.audit.suffix_len} tokens, m = {m:g}; lr {cfg.train.lr}, "
           f"LoRA r {cfg.model.lora_r}\n")

@@ -420,8 +420,9 @@ class PriorAwareMemorization(AuditMethod):
             d = section["distance_to_extractable"]
             section["note"] = (f"Far from memorizing: the most likely audited suffix has log10 P(s|p) = "
                                f"{d['best_log10_p']:.1f}, {d['orders_below']:.1f} orders of magnitude below the "
-                               f"extractability threshold (log10 m = {d['log10_m']:.1f}); zero rates here mean the "
-                               f"model has not come near reproducing any suffix, not that it is safe to train longer.")
+                               f"extractability threshold (log10 m = {d['log10_m']:.1f}): zero rates here say that the "
+                               f"model has not come near reproducing any audited suffix, not that it resists "
+                               f"memorization.")
         headline = {
             "extractable_rate": overall["extractable_rate"], "pa_rate": overall["pa_rate"],
             "pa_over_extractable": overall["pa_over_extractable"], "log10_n": section["config"]["log10_n"],

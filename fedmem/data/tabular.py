@@ -140,14 +140,16 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         usable = [i for i in usable if labels[i] is not None]
     if not usable:
         raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
+    n_usable = len(usable)
+    public_file = bool(data.public) and public_is_file(data.public)
     public_rows: list[int] = []
-    if data.public and not public_is_file(data.public):  # a column marks the public rows
+    if data.public and not public_file:  # a column marks the public rows
         flags = _column(ds, data.public, "data.public")
         public_rows = [i for i in usable if one_line(flags[i]).lower() in TRUE_VALUES]
         usable = [i for i in usable if one_line(flags[i]).lower() not in TRUE_VALUES]
         if not public_rows or not usable:
-            raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {len(usable) + len(public_rows)} "
-                             f"usable rows as public (true/1/yes/public); both sides must be non-empty")
+            raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {n_usable} usable "
+                             f"rows as public (true/1/yes/public); both sides must be non-empty")
     parts, names = _partition(ds, schema, usable, labels, task, data, seed)
     sizes = [len(p) for p in parts]
     if not data.public and data.public_share > 0:
@@ -176,18 +178,21 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         "dirichlet_alpha": task.dirichlet_alpha if schema.partition == "dirichlet" else None,
         "client_column": schema.client_column if schema.partition == "natural" else None,
         "rows": ds.num_rows,
-        "rows_dropped_empty": ds.num_rows - len(usable),
+        "rows_dropped_empty": ds.num_rows - n_usable,
         "rows_in_no_client": len(usable) - sum(sizes),
-        "public": {"source": ("file" if public_is_file(data.public) else "column") if data.public else
-                   ("share" if public_rows else None), "file": data.public if data.public and public_is_file(data.public)
-                   else None, "column": data.public if data.public and not public_is_file(data.public) else None,
-                   "share": data.public_share if not data.public else None, "rows": len(public_rows),
-                   "row_ids": [f"row{i}" for i in public_rows]},
+        "public": {
+            "source": ("file" if public_file else "column") if data.public else ("share" if public_rows else None),
+            "file": data.public if public_file else None,
+            "column": data.public if data.public and not public_file else None,
+            "share": None if data.public else data.public_share,
+            "rows": len(public_rows),
+            "row_ids": [f"row{i}" for i in public_rows],
+        },
         "clients": truth_clients,
         "canaries": [],
         "boilerplate": [],
     }
-    if data.public and public_is_file(data.public):
+    if public_file:
         public = read_public_file(task, data, schema, cache_dir)
     else:
         public = [t for i in public_rows for t in public_texts(record(i, None))]
