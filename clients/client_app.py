@@ -32,7 +32,7 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
             cfg,
             client,
             msg.content["arrays"].to_torch_state_dict(),
-            server_round=int(conf["server-round"]),
+            server_round=int(conf["server-round"]) + int(conf.get("round-offset", 0)),  # a resumed run's numbering
             mu=float(conf.get("proximal-mu", 0.0)),
         )
         metrics = MetricRecord({**metrics, "partition-id": client})

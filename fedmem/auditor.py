@@ -46,6 +46,11 @@ class Auditor:
         self._t0 = time.perf_counter()
         self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
 
+    def restore(self, reports: list[dict]) -> None:
+        """Continue a run: the round reports already written (in round order) become this auditor's history, so the
+        run report covers every round."""
+        self.history = list(reports)
+
     def initial_adapter(self) -> dict:
         return adapter_state(self.model)
 

@@ -2,6 +2,7 @@
 
     fedmem run [overrides]        one experiment (Flower simulation, or the centralized baseline)
     fedmem run -m [overrides]     a Hydra multirun sweep (ends with the sweep tables)
+    fedmem run resume=DIR         continue an interrupted run after its last completed round
     fedmem audit run=DIR [...]    re-audit a run's saved rounds with other audit settings (-m: a sweep of them)
     fedmem audit model.path=DIR [model.adapter=DIR] ...   audit a model fedmem did not train
     fedmem resolve [overrides]    write the resolved config, for ``flwr run . --run-config "config-path='...'"``
@@ -15,13 +16,16 @@ printed is the run directory.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
+
+import yaml
 
 from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
-from fedmem.runtime import preflight, run_centralized
+from fedmem.runtime import completed_round, preflight, run_centralized
 from fedmem.sweep import write_sweep_report
 from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
@@ -46,25 +50,61 @@ def run_experiment(d: dict, run_dir: str) -> Path:
         _fail(str(e))
     print(f"fedmem: {summary}", flush=True)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    path = Path(run_dir) / "config.yaml"
-    write_config(cfg, path)
-    status = Path(run_dir) / "status.json"
-    atomic_write_json(status, {"status": "running", "rounds": cfg.strategy.num_rounds})
+    write_config(cfg, Path(run_dir) / "config.yaml")
+    return execute(cfg)
+
+
+SERVER_STATE = ("fedavgm", "fedadam", "fedyogi")  # server optimizers whose state a run does not save
+
+
+def prepare_resume(run_dir: str) -> tuple:
+    """(config, the last completed round) of an interrupted run; refuses a finished run, a run without a completed
+    round and a strategy whose server state was not saved. Removes the rounds after the last complete one."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise ValueError(f"resume={run_dir}: not a fedmem run directory (no config.yaml)")
+    d = yaml.safe_load((run / "config.yaml").read_text())
+    cfg = from_dict({**d, "run_dir": str(run)})
+    status = run / "status.json"
+    if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
+        raise ValueError(f"resume={run_dir}: the run already finished")
+    if cfg.strategy.name in SERVER_STATE:
+        raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
+                         f"not save; fedavg, fedprox and centralized runs can be resumed")
+    last = completed_round(run)
+    if last is None:
+        raise ValueError(f"resume={run_dir}: no round was completed (round_0 with its report and adapter); "
+                         f"start the run again")
+    preflight(cfg)
+    for partial in run.glob("round_*"):  # a round interrupted while it was written
+        if int(partial.name.removeprefix("round_")) > last:
+            shutil.rmtree(partial)
+    (run / FAILURE_FILE).unlink(missing_ok=True)
+    return cfg, last
+
+
+def execute(cfg, start_round: int = 0) -> Path:
+    """Train and audit a validated, written config (after ``start_round`` when resuming); ``status.json`` says
+    running / finished / failed with the error."""
+    run_dir = Path(cfg.run_dir)
+    status = run_dir / "status.json"
+    running = {"status": "running", "rounds": cfg.strategy.num_rounds}
+    atomic_write_json(status, {**running, "resumed_after": start_round} if start_round else running)
     try:
         if cfg.strategy.name == "centralized":
-            run_centralized(cfg)
+            run_centralized(cfg, start_round)
         else:
-            simulate(str(path))
-        failure = Path(run_dir) / FAILURE_FILE
+            simulate(str(run_dir / "config.yaml"), start_round)
+        failure = run_dir / FAILURE_FILE
         if failure.is_file():
             raise RoundFailedError(json.loads(failure.read_text())["error"])
-        if not (Path(run_dir) / "summary.json").is_file():  # the audit hook never reached the end of the run
+        if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
             raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
     except BaseException as e:
         atomic_write_json(status, {"status": "failed", "error": f"{type(e).__name__}: {e}"})
         raise
     atomic_write_json(status, {"status": "finished", "rounds": cfg.strategy.num_rounds})
-    return Path(run_dir)
+    return run_dir
 
 
 def _hydra_main(argv: list[str]) -> None:
@@ -104,7 +144,20 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         return
     cmd, rest = argv[0], argv[1:]
-    if cmd == "run":
+    if cmd == "run" and rest and rest[0].startswith("resume="):
+        if len(rest) > 1:
+            _fail("fedmem run resume=DIR takes no other overrides: the run's config.yaml fixes everything")
+        try:
+            cfg, last = prepare_resume(rest[0].partition("=")[2])
+        except (ValueError, TypeError) as e:
+            _fail(str(e))
+        print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)
+        try:
+            print(execute(cfg, last), flush=True)
+        except RoundFailedError as e:
+            print(f"fedmem: run failed: {e}", file=sys.stderr)
+            sys.exit(1)
+    elif cmd == "run":
         _hydra_main(rest)
     elif cmd == "audit":
         try:

@@ -28,7 +28,7 @@ from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
-from fedmem.runtime import base_model, federated_data, make_auditor
+from fedmem.runtime import base_model, federated_data, make_auditor, saved_adapter
 from fedmem.sweep import write_sweep_report
 
 # what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
@@ -135,8 +135,6 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
 
 def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
     """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
-    from safetensors.torch import load_file
-
     source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
     label = "cl" if cfg.strategy.name == "centralized" else "fl"
     auditor = make_auditor(cfg, label, source=source, save_adapters=False)
@@ -145,7 +143,7 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     write_config(cfg, out / "config.yaml")
     atomic_write_json(out / "audit.json", source)
     for r in rounds:
-        state = load_file(str(run / f"round_{r}" / "adapter" / "adapter_model.safetensors"))
+        state = saved_adapter(run, r)
         trained = run / f"round_{r}" / "report.json"
         train_log = json.loads(trained.read_text()).get("train", {}) if trained.is_file() else {}
         auditor.evaluate(r, state, train_log)

@@ -139,14 +139,47 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor
     return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label, **options)
 
 
-def run_centralized(cfg: ExperimentConfig) -> Path:
-    """Train the same model on the union of the clients' train splits, one epoch per 'round', same hook."""
+def completed_round(run_dir) -> int | None:
+    """The last round of a run whose report and adapter were both written: a resumed run continues after it.
+    Rounds are written in order, so this is the longest unbroken prefix of complete rounds."""
+    r = -1
+    while (Path(run_dir) / f"round_{r + 1}" / "report.json").is_file() and \
+            (Path(run_dir) / f"round_{r + 1}" / "adapter" / "adapter_model.safetensors").is_file():
+        r += 1
+    return None if r < 0 else r
+
+
+def saved_adapter(run_dir, server_round: int) -> dict:
+    """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
+
+
+def resume_auditor(cfg: ExperimentConfig, label: str, start_round: int) -> Auditor:
+    """The run's auditor, with the reports of rounds 0..``start_round`` (already written) as its history."""
+    import json
+
+    auditor = make_auditor(cfg, label=label)
+    auditor.restore([json.loads((Path(cfg.run_dir) / f"round_{r}" / "report.json").read_text())
+                     for r in range(start_round + 1)])
+    return auditor
+
+
+def run_centralized(cfg: ExperimentConfig, start_round: int = 0) -> Path:
+    """Train the same model on the union of the clients' train splits, one epoch per 'round', same hook.
+    ``start_round`` > 0 continues a run after that epoch, from its saved adapter."""
     torch.set_num_threads(cfg.simulation.torch_threads)  # the clients' setting: the baseline trains like them
-    auditor = make_auditor(cfg, label="cl")
+    if start_round:
+        auditor = resume_auditor(cfg, "cl", start_round)
+        load_adapter_state(auditor.model, saved_adapter(cfg.run_dir, start_round))
+    else:
+        auditor = make_auditor(cfg, label="cl")
     model, tokenizer = auditor.model, auditor.tokenizer
     examples, truncated = train_examples(cfg, None)
-    auditor.evaluate(0, adapter_state(model))
-    for epoch in range(1, cfg.strategy.num_rounds + 1):
+    if not start_round:
+        auditor.evaluate(0, adapter_state(model))
+    for epoch in range(start_round + 1, cfg.strategy.num_rounds + 1):
         metrics = train_local(
             model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
             epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",

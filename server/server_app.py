@@ -14,7 +14,8 @@ from flwr.serverapp import strategy as flwr_strategy
 
 from fedmem.experiment_config import ExperimentConfig, load_config
 from fedmem.io import atomic_write_json
-from fedmem.runtime import make_auditor
+from fedmem.report import headline
+from fedmem.runtime import make_auditor, resume_auditor, saved_adapter
 
 FAILURE_FILE = "round_failure.json"  # written when a round falls short of its trained clients; the CLI reads it
 
@@ -82,21 +83,30 @@ def build_strategy(cfg: ExperimentConfig):
     return strategy
 
 
-def run_server(grid: Grid, cfg: ExperimentConfig) -> None:
-    auditor = make_auditor(cfg, label="fl")
+def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
+    """The rounds after ``start_round`` (0: a new run; k > 0: continue a run from its round-k adapter). Flower counts
+    the continued rounds from 1, so clients receive the offset ("round-offset") and use the run's round numbers."""
+    if start_round:
+        auditor = resume_auditor(cfg, "fl", start_round)
+        initial = saved_adapter(cfg.run_dir, start_round)
+    else:
+        auditor = make_auditor(cfg, label="fl")
+        initial = auditor.initial_adapter()
     strategy = build_strategy(cfg)
 
-    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-        figures = auditor.evaluate(server_round, arrays.to_torch_state_dict(), strategy.train_log.get(server_round),
-                                   strategy.participation.get(server_round))
+    def evaluate(flower_round: int, arrays: ArrayRecord) -> MetricRecord:
+        if start_round and flower_round == 0:  # the round we continue from was audited before the interruption
+            return MetricRecord(headline(auditor.history[-1]))
+        figures = auditor.evaluate(flower_round + start_round, arrays.to_torch_state_dict(),
+                                   strategy.train_log.get(flower_round), strategy.participation.get(flower_round))
         return MetricRecord(figures)
 
     try:
         strategy.start(
             grid=grid,
-            initial_arrays=ArrayRecord(torch_state_dict=auditor.initial_adapter()),
-            num_rounds=cfg.strategy.num_rounds,
-            train_config=ConfigRecord({}),
+            initial_arrays=ArrayRecord(torch_state_dict=initial),
+            num_rounds=cfg.strategy.num_rounds - start_round,
+            train_config=ConfigRecord({"round-offset": start_round}),
             evaluate_fn=evaluate,
         )
     except RoundFailedError as e:  # Flower may only log an exception of the ServerApp: leave it for the CLI too
@@ -105,13 +115,14 @@ def run_server(grid: Grid, cfg: ExperimentConfig) -> None:
     auditor.finish()
 
 
-def make_server_app(config_path: str | None = None) -> ServerApp:
-    """A ServerApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``)."""
+def make_server_app(config_path: str | None = None, start_round: int = 0) -> ServerApp:
+    """A ServerApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
+    ``start_round``: continue the run after that round (``fedmem run resume=DIR``)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(grid, load_config(config_path or context.run_config["config-path"]))
+        run_server(grid, load_config(config_path or context.run_config["config-path"]), start_round)
 
     return app
 

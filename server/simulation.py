@@ -9,11 +9,12 @@ from fedmem.experiment_config import load_config
 from server.server_app import make_server_app
 
 
-def simulate(config_path: str) -> None:
+def simulate(config_path: str, start_round: int = 0) -> None:
+    """The experiment of a resolved config, from the start or (``start_round`` > 0) after that round."""
     cfg = load_config(config_path)
     sim = cfg.simulation
     run_simulation(
-        server_app=make_server_app(config_path),
+        server_app=make_server_app(config_path, start_round),
         client_app=make_client_app(config_path),
         num_supernodes=cfg.num_clients,
         backend_name=sim.backend,

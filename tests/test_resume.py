@@ -1,0 +1,86 @@
+"""`fedmem run resume=DIR`: a run killed with SIGKILL during round 2 continues after its last complete round and
+ends with the same adapters and figures as an uninterrupted run of the same seed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from safetensors.torch import load_file
+
+from tests.conftest import FAST
+
+RUN = [*FAST, "strategy.num_rounds=3", "audit.methods=[utility,pa]", "audit.pa.c=16"]
+
+
+def _fedmem(*args, **kwargs):
+    return [sys.executable, "-m", "fedmem.cli", *args]
+
+
+def _ray_processes() -> set[int]:
+    """Ray's daemons and workers on this machine (pids)."""
+    import psutil
+
+    names = ("raylet", "gcs_server", "ClientAppActor", "ray::", "dashboard", "log_monitor")
+    found = set()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if any(n in cmd for n in names):
+            found.add(p.info["pid"])
+    return found
+
+
+def _report(run, r):
+    return json.loads((run / f"round_{r}" / "report.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, cache_dir):
+    before = _ray_processes()
+    env = {**os.environ, "FEDMEM_CACHE": cache_dir}
+    common = [*RUN, f"cache_dir={cache_dir}"]
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    subprocess.run(_fedmem("run", *common, f"hydra.run.dir={full}"), check=True, env=env, capture_output=True,
+                   timeout=600)
+
+    proc = subprocess.Popen(_fedmem("run", *common, f"hydra.run.dir={killed}"), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while not (killed / "round_1" / "report.json").is_file():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before round 1 was written"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver, Ray and its workers
+    proc.wait(timeout=60)
+    time.sleep(2)
+    assert _ray_processes() <= before, "the killed run left Ray processes behind"
+    assert json.loads((killed / "status.json").read_text())["status"] == "running"  # nothing marked it finished
+    assert not (killed / "summary.json").exists()
+
+    resumed = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming" in resumed.stdout and "after round 1" in resumed.stdout
+    status = json.loads((killed / "status.json").read_text())
+    assert status["status"] == "finished"
+    for r in range(4):
+        a, b = load_file(str(full / f"round_{r}/adapter/adapter_model.safetensors")), \
+            load_file(str(killed / f"round_{r}/adapter/adapter_model.safetensors"))
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), f"round {r}: adapters differ"
+        assert _report(full, r)["audit"] == _report(killed, r)["audit"], f"round {r}: audit figures differ"
+        assert _report(full, r)["train"] == _report(killed, r)["train"], f"round {r}: training logs differ"
+    curves = lambda run: json.loads((run / "summary.json").read_text())["curves"]  # noqa: E731
+    assert curves(full) == curves(killed)
+
+    assert _ray_processes() <= before, "a finished run left Ray processes behind"
+    again = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "the run already finished" in again.stderr
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path):
+    for args, message in [(["resume=" + str(tmp_path)], "not a fedmem run directory"),
+                          (["resume=" + str(tmp_path), "seed=1"], "takes no other overrides")]:
+        proc = subprocess.run(_fedmem("run", *args), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and message in proc.stderr
