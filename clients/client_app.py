@@ -6,12 +6,20 @@ train config, set by flwr's FedProx strategy); FedAvg sends none, which is mu = 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedmem.experiment_config import load_config
 from fedmem.runtime import client_round
+
+
+@functools.lru_cache(maxsize=4)
+def run_config(path: str):
+    """A run's config, read once per process: a SuperNode serves every round of a run from the same file."""
+    return load_config(path)
 
 
 def make_client_app(config_path: str | None = None, round_fn=client_round) -> ClientApp:
@@ -21,7 +29,7 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        cfg = load_config(config_path or context.run_config["config-path"])
+        cfg = run_config(config_path or context.run_config["config-path"])
         torch.set_num_threads(cfg.simulation.torch_threads)
         client = int(context.node_config["partition-id"])
         if client >= cfg.num_clients:  # e.g. `flwr run` on a federation with more supernodes than clients

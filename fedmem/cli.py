@@ -5,7 +5,8 @@
     fedmem run resume=DIR         continue an interrupted run after its last completed round
     fedmem audit run=DIR [...]    re-audit a run's saved rounds with other audit settings (-m: a sweep of them)
     fedmem audit model.path=DIR [model.adapter=DIR] ...   audit a model fedmem did not train
-    fedmem resolve [overrides]    write the resolved config, for ``flwr run . --run-config "config-path='...'"``
+    fedmem resolve [overrides]    write the resolved config into a new run directory (its path is printed), for
+                                  ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
 
 The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -52,6 +54,17 @@ def run_experiment(d: dict, run_dir: str) -> Path:
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     write_config(cfg, Path(run_dir) / "config.yaml")
     return execute(cfg)
+
+
+def new_run_dir(d: dict) -> Path:
+    """A fresh directory for a run started outside ``fedmem run`` (``flwr run`` with a resolved config), named
+    like Hydra's run directories and never reused."""
+    stem = f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{d['strategy']['name']}-{d['task']['name']}-s{d['seed']}"
+    path, n = Path(stem), 1
+    while path.exists():
+        path, n = Path(f"{stem}-{n}"), n + 1
+    path.mkdir(parents=True)
+    return path.resolve()  # absolute: the SuperLink and SuperNodes may run from other directories
 
 
 SERVER_STATE = ("fedavgm", "fedadam", "fedyogi")  # server optimizers whose state a run does not save
@@ -166,11 +179,12 @@ def main(argv: list[str] | None = None) -> None:
             _fail(str(e))
         print(audit(), flush=True)
     elif cmd == "resolve":
-        out = Path("runs") / "resolved.yaml"
         try:
-            cfg = from_dict(compose_dict(rest))
+            d = compose_dict(rest)
+            cfg = from_dict({**d, "run_dir": str(new_run_dir(d))})
         except (ValueError, TypeError) as e:
             _fail(str(e))
+        out = Path(cfg.run_dir) / "config.yaml"  # the run's own directory: a later resolve never overwrites it
         write_config(cfg, out)
         print(out.resolve())
     elif cmd == "sweep-report":

@@ -6,10 +6,12 @@ thin Flower wrappers around these functions.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
@@ -151,15 +153,11 @@ def completed_round(run_dir) -> int | None:
 
 def saved_adapter(run_dir, server_round: int) -> dict:
     """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
-    from safetensors.torch import load_file
-
     return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
 
 
 def resume_auditor(cfg: ExperimentConfig, label: str, start_round: int) -> Auditor:
     """The run's auditor, with the reports of rounds 0..``start_round`` (already written) as its history."""
-    import json
-
     auditor = make_auditor(cfg, label=label)
     auditor.restore([json.loads((Path(cfg.run_dir) / f"round_{r}" / "report.json").read_text())
                      for r in range(start_round + 1)])

@@ -40,11 +40,16 @@ def test_invalid_config_is_rejected(compose, override, message):
         from_dict(compose(*override.split()))
 
 
-def test_offline_demo_pa_calibration_needs_the_synthetic_public_corpus(compose):
-    # conf/experiment/offline_demo.yaml calibrates PA's n on the public corpus, which only the synthetic source has
-    with pytest.raises(ValueError, match="generic_source=public needs the synthetic source"):
-        from_dict(compose("audit.methods=[utility,pa]", "data.source=hf"))
-    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "audit.pa.generic_source=appendix_b"))
+def test_offline_demo_pa_calibration_needs_a_public_corpus(compose):
+    # conf/experiment/offline_demo.yaml calibrates PA's n on the public corpus: hub and local data supply one as a
+    # share of their rows unless the user turns that off without naming another
+    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf"))
+    assert cfg.data.public_share == 0.2
+    with pytest.raises(ValueError, match="generic_source=public needs a public corpus"):
+        from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "data.public_share=0",
+                          "model.path=/some/model", "model.name=qwen2.5-0.5b"))
+    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "data.public_share=0",
+                            "audit.pa.generic_source=appendix_b", "model.path=/m", "model.name=qwen2.5-0.5b"))
     assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"
 
 
@@ -143,3 +148,16 @@ def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
     every = from_dict(compose("audit.samples_per_client=all"))
     run = build_audit_run(every.audit, every.task, federated_data(every), tokenizer, every.seed)
     assert 6 < min(len(v) for v in run.train.values()) <= 24
+
+
+def test_resolve_writes_each_run_its_own_directory(tmp_path):
+    """`fedmem resolve` (for `flwr run`): a new run directory every time, holding the config that names it."""
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "fedmem.cli", "resolve", "strategy.num_rounds=1"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(Path(proc.stdout.strip().splitlines()[-1]))
+    assert outs[0] != outs[1] and all(p.name == "config.yaml" and p.is_file() for p in outs)
+    for p in outs:
+        assert Path(yaml.safe_load(p.read_text())["run_dir"]).resolve() == p.parent.resolve()

@@ -363,7 +363,7 @@ def test_public_calibration_set_has_the_audited_shape(tokenizer):
         public_generic_pairs(tokenizer, public, 5, 200, 200, seed=3)
     # the method calibrates n on them; without a public corpus it says what is missing
     run = make_run(tokenizer, text_samples(tokenizer))
-    with pytest.raises(ValueError, match="needs a data source with a public corpus"):
+    with pytest.raises(ValueError, match="needs a public corpus"):
         PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public"), run)
     run.public_texts = tuple(public)
     method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public", generic_count=4), run)
