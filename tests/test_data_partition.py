@@ -65,14 +65,12 @@ def test_natural_by_group_index_and_by_value():
         partition.natural([None, None], 2)
 
 
-def test_split_train_test_is_disjoint_and_shrinks_with_a_warning():
+def test_split_train_test_is_disjoint_and_never_shrinks_what_was_asked():
     train, test = partition.split_train_test(list(range(100)), 70, 20, random.Random(0), 0)
     assert len(train) == 70 and len(test) == 20 and not set(train) & set(test)
-    with pytest.warns(UserWarning, match="owns only 10 rows"):
-        train, test = partition.split_train_test(list(range(10)), 70, 20, random.Random(0), 1)
-    assert (len(train), len(test)) == (8, 2) and sorted(train + test) == list(range(10))
-    with pytest.raises(ValueError, match="not enough"):
-        partition.split_train_test([5], 1, 1, random.Random(0), 2)
+    with pytest.raises(ValueError, match=r"client 'north' owns 10 rows, fewer than data.train_per_client \+ "
+                                         r"data.test_per_client = 70 \+ 20"):
+        partition.split_train_test(list(range(10)), 70, 20, random.Random(0), "north")
 
 
 def test_tag_groups_follow_the_papers_mesh_rules():

@@ -152,12 +152,12 @@ def test_unknown_label_is_one_clear_error(tmp_path):
         load_federated(task, DataConfig(source="hf", path=str(FIX / "pubmed_rct.csv")), seed=0)
 
 
-def test_small_partitions_shrink_the_split_with_a_warning(tmp_path):
-    with pytest.warns(UserWarning, match="owns only 12 rows"):
-        fd = load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl"),
-                                                              train_per_client=500, test_per_client=100,
-                                                              public_share=0.0), seed=0)
-    assert [(len(c.train), len(c.test)) for c in fd.clients] == [(10, 2)] * 3  # 5:1 of 12 rows
+def test_small_partitions_are_an_error_naming_both_numbers(tmp_path):
+    with pytest.raises(ValueError, match=r"owns 12 rows, fewer than data.train_per_client \+ "
+                                         r"data.test_per_client = 500 \+ 100"):
+        load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl"),
+                                                         train_per_client=500, test_per_client=100,
+                                                         public_share=0.0), seed=0)
 
 
 def test_hub_failure_is_one_clear_error_that_says_how_to_use_local_files(tmp_path):

@@ -9,7 +9,6 @@ one, except rows a natural partition leaves out because they belong to no client
 from __future__ import annotations
 
 import random
-import warnings
 from typing import Any
 
 import numpy as np
@@ -83,22 +82,14 @@ def iid(n_rows: int, num_clients: int, seed: int) -> list[list[int]]:
 
 
 def split_train_test(rows: list[int], n_train: int, n_test: int, rng: random.Random,
-                     client: int) -> tuple[list[int], list[int]]:
-    """A seeded sample of a client's rows: ``n_test`` test rows and ``n_train`` train rows, disjoint.
-
-    When the client owns fewer rows than asked, both shrink in proportion (with a warning), keeping at least
-    one of each; fewer than two rows is an error.
-    """
+                     client: int | str) -> tuple[list[int], list[int]]:
+    """A seeded sample of a client's rows: ``n_test`` test rows and ``n_train`` train rows, disjoint. A client
+    that owns fewer rows than asked is an error naming both numbers (no silent shrinking of what was asked)."""
+    if len(rows) < n_train + n_test:
+        raise ValueError(
+            f"client {client!r} owns {len(rows)} rows, fewer than data.train_per_client + data.test_per_client = "
+            f"{n_train} + {n_test}: lower them"
+        )
     rows = list(rows)
     rng.shuffle(rows)
-    if len(rows) < n_train + n_test:
-        if len(rows) < 2:
-            raise ValueError(f"client {client} owns {len(rows)} row(s): not enough for a train and a test split")
-        want = n_train + n_test
-        n_test = min(len(rows) - 1, max(1, round(len(rows) * n_test / want)))
-        n_train = len(rows) - n_test
-        warnings.warn(
-            f"client {client} owns only {len(rows)} rows (asked {want}): using {n_train} train / {n_test} test",
-            stacklevel=2,
-        )
     return rows[n_test : n_test + n_train], rows[:n_test]

@@ -110,7 +110,7 @@ def take_public_share(parts: list[list[int]], names: list[str], data, seed: int)
         k = round(data.public_share * len(rows))
         chosen = set(rng_for(seed, "public", c).sample(rows, k))
         rest = [r for r in rows if r not in chosen]
-        if len(rows) >= need > len(rest) or len(rest) < 2:
+        if len(rows) >= need > len(rest):  # the share made the shortfall (else the split says so)
             raise ValueError(
                 f"data.public_share={data.public_share} moves {k} of client {names[c]!r}'s {len(rows)} rows to the "
                 f"public corpus, leaving {len(rest)} for data.train_per_client + data.test_per_client = {need}: "
@@ -162,7 +162,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
     clients, truth_clients = [], []
     for c, rows in enumerate(parts):
         train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
-                                                 rng_for(seed, "split", c), c)
+                                                 rng_for(seed, "split", c), names[c])
         clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
         truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
                               "rows_to_public": sizes[c] - len(rows),
