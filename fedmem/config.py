@@ -234,6 +234,9 @@ class StrategyConfig:
     proximal_mu: float = option(0.0, "FedProx mu (sent by the server)")
     fraction_train: float = option(1.0, "fraction of clients sampled per round")
     min_train_nodes: int = option(1, "minimum clients per round")
+    round_timeout: float = option(
+        3600.0, "seconds a round waits for the sampled clients' replies; a client that has not replied by then "
+        "counts as failed (a lost SuperNode never replies)")
     min_trained_clients: int | None = option(
         None, "a round counts only if at least this many sampled clients trained successfully; None = every "
         "sampled client (a shortfall stops the run, marked failed, naming the failing clients and their errors)")
@@ -248,6 +251,8 @@ class StrategyConfig:
             raise ValueError(f"strategy.proximal_mu must be >= 0, got {self.proximal_mu}")
         if self.proximal_mu > 0 and self.name != "fedprox":
             raise ValueError(f"strategy.proximal_mu is only used by fedprox, not {self.name!r}")
+        if not self.round_timeout > 0:
+            raise ValueError(f"strategy.round_timeout must be > 0 seconds, got {self.round_timeout}")
         if self.min_trained_clients is not None and self.min_trained_clients < 1:
             raise ValueError(f"strategy.min_trained_clients must be >= 1 (or null), got {self.min_trained_clients}")
         if not 0 < self.fraction_train <= 1:

@@ -37,7 +37,8 @@ def build_strategy(cfg: ExperimentConfig):
         fraction_train=s.fraction_train,
         fraction_evaluate=0.0,  # utility and audits run centrally on the global model (evaluate_fn)
         min_train_nodes=s.min_train_nodes,
-        min_available_nodes=cfg.num_clients,
+        # a round starts once this many nodes are connected: with a lower minimum, the run goes on without lost nodes
+        min_available_nodes=s.min_trained_clients or cfg.num_clients,
     )
     classes = {
         "fedavg": (flwr_strategy.FedAvg, {}),
@@ -106,6 +107,7 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
             grid=grid,
             initial_arrays=ArrayRecord(torch_state_dict=initial),
             num_rounds=cfg.strategy.num_rounds - start_round,
+            timeout=cfg.strategy.round_timeout,
             train_config=ConfigRecord({"round-offset": start_round}),
             evaluate_fn=evaluate,
         )

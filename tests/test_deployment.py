@@ -1,0 +1,104 @@
+"""The Deployment Engine on loopback: a real `flower-superlink`, three `flower-supernode` processes and `flwr run`,
+with one SuperNode killed during round 1. The run must end within its round timeout, never hang: with the default
+minimum (every sampled client) it stops naming the lost node; with `strategy.min_trained_clients=2` it completes
+on the two that remain and records who took part."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST
+
+BIN = Path(sys.executable).parent
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (BIN / "flower-superlink").exists(), reason="needs flwr's SuperLink")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, seconds: float = 60) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def _federation(tmp_path, cache_dir, *overrides):
+    """Start the SuperLink and three SuperNodes; resolve a config; return (env, config path, node processes)."""
+    home = tmp_path / "flwr-home"
+    home.mkdir()
+    port = _free_port()
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "loop"\n\n[superlink.loop]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "FLWR_HOME": str(home), "FEDMEM_CACHE": cache_dir,
+           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
+    procs = [subprocess.Popen([str(BIN / "flower-superlink"), "--insecure", "--port", str(port)], env=env,
+                              cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    _wait_port(port)
+    for i in range(3):
+        procs.append(subprocess.Popen(
+            [str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{port}",
+             "--port", str(_free_port()), "--node-config", f"partition-id={i} num-partitions=3"],
+            env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    out = subprocess.run([sys.executable, "-m", "fedmem.cli", "resolve", *FAST, f"cache_dir={cache_dir}",
+                          "data.num_clients=3", "strategy.num_rounds=2", "strategy.round_timeout=60", *overrides],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True)
+    return env, Path(out.stdout.strip().splitlines()[-1]), procs
+
+
+def _run_losing_a_node(tmp_path, cache_dir, *overrides):
+    env, cfg, procs = _federation(tmp_path, cache_dir, *overrides)
+    run_dir = cfg.parent
+    repo = Path(__file__).resolve().parents[1]
+    started = time.time()
+    run = subprocess.Popen([str(BIN / "flwr"), "run", str(repo), "loop", "--run-config", f"config-path='{cfg}'",
+                            "--stream"], env=env, cwd=repo, start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        while not (run_dir / "round_0" / "report.json").is_file():  # round 1 starts right after round 0's audit
+            assert time.time() - started < 300 and run.poll() is None, "round 0 was never audited"
+            time.sleep(0.1)
+        os.killpg(procs[3].pid, signal.SIGKILL)  # SuperNode of partition 2, lost during round 1
+        run.wait(timeout=400)  # bounded: the 60 s round timeout, then the rest of the run
+        return run_dir, time.time() - started
+    finally:
+        for p in [run, *procs]:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(tmp_path / "flwr-home", ignore_errors=True)
+
+
+def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
+    run_dir, seconds = _run_losing_a_node(tmp_path, cache_dir)
+    failure = json.loads((run_dir / "round_failure.json").read_text())["error"]
+    assert "round 1: 2 of 3 sampled clients trained (clients [0, 1])" in failure
+    assert "1 failed" in failure and "Node Unavailable" in failure  # Flower reports the lost node's heartbeat
+    assert seconds < 400
+    assert not (run_dir / "round_1" / "report.json").exists() and not (run_dir / "summary.json").exists()
+
+
+def test_a_lost_supernode_is_survived_with_a_lower_minimum(tmp_path, cache_dir):
+    run_dir, seconds = _run_losing_a_node(tmp_path, cache_dir, "strategy.min_trained_clients=2")
+    assert (run_dir / "summary.json").is_file() and not (run_dir / "round_failure.json").exists()
+    for r in (1, 2):
+        part = json.loads((run_dir / f"round_{r}" / "report.json").read_text())["participation"]
+        assert part["trained"] == [0, 1] and part["sampled"] in (2, 3)
+    assert seconds < 400
