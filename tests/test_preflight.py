@@ -59,6 +59,9 @@ def _cases(tmp_path):
         "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],
                                        "simulation.num_cpus_per_client=512 but this machine has"),
         "bad number": ([str(good), "train.lr=abc"], "train.lr must be a number"),
+        "a model directory that does not exist": ([str(good), "model.name=qwen2.5-0.5b", "experiment=paper",
+                                                   f"model.path={tmp_path / 'no-model'}"],
+                                                  "no-model: no such directory"),
     }
 
 

@@ -33,12 +33,15 @@ def load_pretrained(cfg: ModelConfig):
     try:
         model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=resolve_dtype(cfg.dtype))
     except OSError as e:
-        raise RuntimeError(_unavailable(cfg, e)) from None
+        raise ValueError(_unavailable(cfg, e)) from None
     model.eval()
     return model, tokenizer
 
 
 def _unavailable(cfg: ModelConfig, error: Exception) -> str:
+    path = Path(cfg.path).expanduser()
+    if (path.is_absolute() or cfg.path.startswith(".")) and not path.is_dir():
+        return f"model.path={cfg.path}: no such directory"
     return (f"could not load model {cfg.path!r} ({cfg.name}): not in the local Hugging Face cache and the hub is "
             f"unreachable. Download it elsewhere and set model.path to the local directory. ({error})")
 
@@ -50,7 +53,7 @@ def load_tokenizer(cfg: ModelConfig):
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.path)
     except OSError as e:
-        raise RuntimeError(_unavailable(cfg, e)) from None
+        raise ValueError(_unavailable(cfg, e)) from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
