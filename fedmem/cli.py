@@ -57,13 +57,12 @@ def run_experiment(d: dict, run_dir: str) -> Path:
 
 
 def new_run_dir(d: dict) -> Path:
-    """A fresh directory for a run started outside ``fedmem run`` (``flwr run`` with a resolved config), named
-    like Hydra's run directories and never reused."""
+    """A new directory for a run started outside ``fedmem run`` (``flwr run`` with a resolved config), named like
+    Hydra's run directories and never an existing one; created when the validated config is written into it."""
     stem = f"runs/{time.strftime('%Y%m%d-%H%M%S')}-{d['strategy']['name']}-{d['task']['name']}-s{d['seed']}"
     path, n = Path(stem), 1
     while path.exists():
         path, n = Path(f"{stem}-{n}"), n + 1
-    path.mkdir(parents=True)
     return path.resolve()  # absolute: the SuperLink and SuperNodes may run from other directories
 
 
