@@ -1,7 +1,7 @@
 """A real English corpus for fedmem: the King James Bible from Debian's ``bible-kjv`` / ``bible-kjv-text`` packages,
 as passages of consecutive verses in a JSONL file with the corpus's own sections as the client column.
 
-    python bench/kjv_corpus.py OUT.jsonl [--bible /usr/bin/bible] [--datadir /usr/lib] [--min-words 60]
+    python scripts/kjv_corpus.py OUT.jsonl [--bible /usr/bin/bible] [--datadir /usr/lib] [--min-words 60]
 
 Without the packages installed: ``apt-get download bible-kjv bible-kjv-text`` and ``dpkg -x`` both into one
 folder, then ``--bible FOLDER/usr/bin/bible --datadir FOLDER/usr/lib``.

@@ -1,11 +1,11 @@
 """What a model preset can memorize: train it on the clients' data (centrally, no Flower) and measure, epoch by
 epoch, how close its members' suffixes come to extractable, against held-out texts of the same clients.
 
-    python bench/capacity.py [--epochs 12] [--every 3] [--variant "train.lr=2e-2" ...] [overrides ...]
+    python scripts/capacity.py [--epochs 12] [--every 3] [--variant "train.lr=2e-2" ...] [overrides ...]
 
-    python bench/capacity.py                                            # tiny preset, synthetic source
-    python bench/capacity.py model=small                                # the small preset
-    python bench/capacity.py task=text data=local data.path=kjv.jsonl data.client_column=section
+    python scripts/capacity.py                                            # tiny preset, synthetic source
+    python scripts/capacity.py model=small                                # the small preset
+    python scripts/capacity.py task=text data=local data.path=kjv.jsonl data.client_column=section
 
 ``overrides`` are ``fedmem run`` overrides (the experiment's own config: preset, data, sizes, audit lengths).
 Each ``--variant`` (space-separated overrides on top) is trained from the same seed; without one, the preset's
