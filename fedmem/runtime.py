@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
 from fedmem.experiment_config import ExperimentConfig
@@ -128,11 +129,11 @@ def preflight(cfg: ExperimentConfig) -> str:
     names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
         str(c) for c in range(data.num_clients)]
     clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
-    audits = ", ".join(configs)
+    work = "; ".join(f"{name}: {AUDIT_METHODS[name].work(c, data.num_clients)}" for name, c in configs.items())
     return (f"{data.num_clients} clients (train/test: {clients}); public corpus {len(data.public_corpus)} texts; "
             f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} rounds of {cfg.strategy.name}; audit "
-            f"pool per client {len(run.train[0])} train / {len(run.test[0])} test samples, methods {audits}, "
-            f"at round 0 and after every round")
+            f"pool per client {len(run.train[0])} train / {len(run.test[0])} test samples; audit work per round "
+            f"({cfg.strategy.num_rounds + 1} rounds audited): {work}")
 
 
 def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor:

@@ -74,3 +74,16 @@ def test_every_bad_input_is_one_line_before_the_run_directory(tmp_path, cache_di
         if not last.startswith("fedmem: ") or message not in last or "Traceback" in err:
             failures.append(f"{case}: {err!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
+    from fedmem.experiment_config import from_dict
+    from fedmem.runtime import preflight
+
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,mr,pa]"])
+    summary = preflight(from_dict(d))
+    assert "2 clients (train/test: cardiology 24/6, dermatology 24/6)" in summary
+    assert "1 rounds of fedavg" in summary and "(2 rounds audited)" in summary
+    # audit.mr.n=6 prefixes x 2 clients, each queried against both clients' indexes, top 10 each
+    assert "mr: 12 generations, 24 index queries, up to 240 detector pairs" in summary
+    assert "utility: 4 greedy generations" in summary and "pa: 12 suffixes scored under 64 prior prefixes" in summary

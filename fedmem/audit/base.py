@@ -160,6 +160,11 @@ class AuditMethod:
         config whose pool (``audit.samples_per_client``, ``audit.test_per_client``) is smaller."""
         return {}
 
+    @classmethod
+    def work(cls, cfg: Any, clients: int) -> str:
+        """The model work of one audited round for ``clients`` clients, in words (for the preflight summary)."""
+        return ""
+
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         """Return this method's JSON-serialisable section of ``report.json`` for one round."""
         raise NotImplementedError

@@ -74,6 +74,11 @@ class MemorizationRatio(AuditMethod):
         for ix in self.indexes.values():
             ix.close()
 
+    @classmethod
+    def work(cls, cfg, clients: int) -> str:
+        n = cfg.n * clients
+        return f"{n} generations, {n * clients} index queries, up to {n * clients * cfg.top_k} detector pairs"
+
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         run, clients = self.run, self.run.clients
         prefixes = [s for c in clients for s in self.samples[c]]

@@ -175,6 +175,10 @@ class PearlSensitivity(AuditMethod):
         return prompts, counts, exact, contexts
 
     # -- the audit ----------------------------------------------------------------------------------------
+    @classmethod
+    def work(cls, cfg, clients: int) -> str:
+        return f"{cfg.n * 2 * clients * len(cfg.intensities) * cfg.samples_per_intensity} generations"
+
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         cfg, run = self.cfg, self.run
         n_k, n_i = len(cfg.intensities), cfg.samples_per_intensity

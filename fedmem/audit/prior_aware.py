@@ -363,6 +363,10 @@ class PriorAwareMemorization(AuditMethod):
                 self.generic = generic_pairs(run.tokenizer, self.generic_texts)
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
+    @classmethod
+    def work(cls, cfg: PriorAwareConfig, clients: int) -> str:
+        return f"{cfg.n * clients} suffixes scored under {cfg.c * cfg.trials} prior prefixes each"
+
     # -- per round
     def audit(self, ctx: RoundContext) -> dict:
         cfg, samples = self.cfg, self.audited

@@ -54,6 +54,10 @@ class Utility(AuditMethod):
     def samples_needed(cls, cfg: UtilityConfig) -> dict[str, int]:
         return {"test": cfg.n}
 
+    @classmethod
+    def work(cls, cfg: UtilityConfig, clients: int) -> str:
+        return f"{cfg.n * clients} greedy generations"
+
     def audit(self, ctx: RoundContext) -> dict:
         samples = [s for c in self.run.clients for s in self.run.test[c][: self.cfg.n]]
         outs = ctx.generate([s.full_prompt_ids or s.prompt_ids for s in samples], self.cfg.max_new_tokens,
