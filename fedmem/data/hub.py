@@ -8,6 +8,8 @@ dotted columns (``context.contexts``) by ``Dataset.flatten()``.
 from __future__ import annotations
 
 import glob
+import gzip
+import json
 import os
 from pathlib import Path
 
@@ -49,10 +51,9 @@ def local_files(path: str, key: str = "data.path") -> list[str]:
 
 def first_bad_json_line(files: list[str]) -> str | None:
     """'<file>' line N is not JSON: ...' for the first line of a JSON Lines file that does not parse."""
-    import gzip
-    import json
-
     for f in files:
+        if not f.lower().endswith((".jsonl", ".jsonl.gz")):
+            continue  # a .json file is one document, not one per line
         opener = gzip.open if f.endswith(".gz") else open
         try:
             with opener(f, "rt", encoding="utf-8") as fh:
