@@ -39,7 +39,9 @@ def versions() -> dict[str, str]:
 def _markdown_to_html(md: str, title: str) -> str:
     import markdown
 
-    body = markdown.markdown(md, extensions=["tables"])
+    # The reports hold no intended HTML, but their text does (the "<redacted …>" markers, revealed excerpts): escape
+    # "<" so that a browser shows it instead of dropping it as an unknown tag.
+    body = markdown.markdown(md.replace("&", "&amp;").replace("<", "&lt;"), extensions=["tables"])
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
