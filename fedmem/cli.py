@@ -114,6 +114,9 @@ def execute(cfg, start_round: int = 0) -> Path:
             raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
     except BaseException as e:
         atomic_write_json(status, {"status": "failed", "error": f"{type(e).__name__}: {e}"})
+        if isinstance(e, RoundFailedError):  # an expected outcome, recorded: one line, not a traceback
+            print(f"fedmem: run failed: {e}", file=sys.stderr)
+            sys.exit(1)
         raise
     atomic_write_json(status, {"status": "finished", "rounds": cfg.strategy.num_rounds})
     return run_dir
@@ -133,12 +136,7 @@ def _hydra_main(argv: list[str]) -> None:
         hc = HydraConfig.get()
         if str(hc.mode) == "RunMode.MULTIRUN":
             sweeps.add(hc.sweep.dir)
-        try:
-            run_dir = run_experiment(d, hc.runtime.output_dir)
-        except RoundFailedError as e:  # already recorded in status.json; one line, not a traceback
-            print(f"fedmem: run failed: {e}", file=sys.stderr)
-            sys.exit(1)
-        print(run_dir, flush=True)
+        print(run_experiment(d, hc.runtime.output_dir), flush=True)
 
     sys.argv = [sys.argv[0], *argv]
     try:
@@ -164,11 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, TypeError) as e:
             _fail(str(e))
         print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)
-        try:
-            print(execute(cfg, last), flush=True)
-        except RoundFailedError as e:
-            print(f"fedmem: run failed: {e}", file=sys.stderr)
-            sys.exit(1)
+        print(execute(cfg, last), flush=True)
     elif cmd == "run":
         _hydra_main(rest)
     elif cmd == "audit":

@@ -120,8 +120,7 @@ def validate(cfg: ExperimentConfig) -> None:
         )
     if cfg.model.max_seq_len != "auto" and cfg.audit.prefix_len + cfg.audit.suffix_len > cfg.model.max_seq_len * 4:
         raise ValueError("audit.prefix_len + audit.suffix_len is far beyond model.max_seq_len")
-    if (cfg.model.offline and cfg.data.source != "synthetic" and not cfg.data.public
-            and cfg.data.public_share == 0):
+    if cfg.model.offline and not cfg.data.has_public_corpus:
         raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
                          "data.public_share=0 with no data.public gives none: set one of them")
     pool = {"train": cfg.audit.samples_per_client, "test": cfg.audit.test_per_client}

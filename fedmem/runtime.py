@@ -25,7 +25,7 @@ _CACHE: dict[tuple, object] = {}
 
 # What each cached object depends on: audits with other settings over the same data reuse the data and models.
 _DEPENDS = {"data": ("task", "data"), "base": ("task", "data", "model"), "examples": ("task", "data", "model"),
-            "seq_len": ("task", "data", "model")}
+            "rendered": ("task", "data", "model"), "seq_len": ("task", "data", "model")}
 
 
 def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
@@ -60,10 +60,14 @@ def fresh_lora_model(cfg: ExperimentConfig):
 
 
 def _rendered(cfg: ExperimentConfig, client: int | None) -> list[list[int]]:
-    data = federated_data(cfg)
-    _, tokenizer, _ = base_model(cfg)
-    records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
-    return tokenize_examples(records, tokenizer, cfg.task.plain)
+    """Token ids of a client's train records as trained on, uncut (``None``: every client's), once per process."""
+    def build():
+        data = federated_data(cfg)
+        _, tokenizer, _ = base_model(cfg)
+        records = [r for c in data.clients for r in c.train] if client is None else data.clients[client].train
+        return tokenize_examples(records, tokenizer, cfg.task.plain)
+
+    return _cached("rendered", cfg, build, client)
 
 
 def sequence_length(cfg: ExperimentConfig) -> int:
@@ -77,6 +81,11 @@ def sequence_length(cfg: ExperimentConfig) -> int:
         return min(longest, getattr(base.config, "max_position_embeddings", None) or longest)
 
     return _cached("seq_len", cfg, build)
+
+
+def with_length(cfg: ExperimentConfig, metrics: dict, truncated: int) -> dict:
+    """A training log entry with the sequence length used and how many examples it cut."""
+    return {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
 
 
 def train_examples(cfg: ExperimentConfig, client: int | None) -> tuple[list[list[int]], int]:
@@ -112,7 +121,7 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
         proximal_mu=mu,
         desc=f"round {server_round} client {client}",
     )
-    return adapter_state(model), {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
+    return adapter_state(model), with_length(cfg, metrics, truncated)
 
 
 def preflight(cfg: ExperimentConfig) -> str:
@@ -157,23 +166,23 @@ def saved_adapter(run_dir, server_round: int) -> dict:
     return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
 
 
-def resume_auditor(cfg: ExperimentConfig, label: str, start_round: int) -> Auditor:
-    """The run's auditor, with the reports of rounds 0..``start_round`` (already written) as its history."""
+def run_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) -> tuple[Auditor, dict]:
+    """(the run's auditor, the global adapter to train from): a new run's initial adapter, or, continuing after
+    ``start_round``, that round's saved adapter, with the reports of rounds 0..``start_round`` as the history."""
     auditor = make_auditor(cfg, label=label)
+    if not start_round:
+        return auditor, auditor.initial_adapter()
     auditor.restore([json.loads((Path(cfg.run_dir) / f"round_{r}" / "report.json").read_text())
                      for r in range(start_round + 1)])
-    return auditor
+    return auditor, saved_adapter(cfg.run_dir, start_round)
 
 
 def run_centralized(cfg: ExperimentConfig, start_round: int = 0) -> Path:
     """Train the same model on the union of the clients' train splits, one epoch per 'round', same hook.
     ``start_round`` > 0 continues a run after that epoch, from its saved adapter."""
     torch.set_num_threads(cfg.simulation.torch_threads)  # the clients' setting: the baseline trains like them
-    if start_round:
-        auditor = resume_auditor(cfg, "cl", start_round)
-        load_adapter_state(auditor.model, saved_adapter(cfg.run_dir, start_round))
-    else:
-        auditor = make_auditor(cfg, label="cl")
+    auditor, state = run_auditor(cfg, "cl", start_round)
+    load_adapter_state(auditor.model, state)
     model, tokenizer = auditor.model, auditor.tokenizer
     examples, truncated = train_examples(cfg, None)
     if not start_round:
@@ -183,7 +192,7 @@ def run_centralized(cfg: ExperimentConfig, start_round: int = 0) -> Path:
             model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
             epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",
         )
-        metrics = {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
+        metrics = with_length(cfg, metrics, truncated)
         auditor.evaluate(epoch, adapter_state(model), {"centralized": metrics})
     auditor.finish()
     return auditor.run_dir

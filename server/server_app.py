@@ -15,7 +15,7 @@ from flwr.serverapp import strategy as flwr_strategy
 from fedmem.experiment_config import ExperimentConfig, load_config
 from fedmem.io import atomic_write_json
 from fedmem.report import headline
-from fedmem.runtime import make_auditor, resume_auditor, saved_adapter
+from fedmem.runtime import run_auditor
 
 FAILURE_FILE = "round_failure.json"  # written when a round falls short of its trained clients; the CLI reads it
 
@@ -66,14 +66,15 @@ def build_strategy(cfg: ExperimentConfig):
             sampled = self.sampled.get(server_round, len(replies) + len(failed))
             trained = [int(r.content["metrics"]["partition-id"]) for r in replies]
             need = s.min_trained_clients or sampled
+            no_reply = sampled - len(trained) - len(failed)
             self.participation[server_round] = {"sampled": sampled, "trained": trained, "failed": failed,
-                                                "no_reply": sampled - len(replies) - len(failed)}
+                                                "no_reply": no_reply}
             if len(trained) < need:
                 errors = "; ".join(f"{k}: {v}" for k, v in failed.items()) or "no error reported"
                 raise RoundFailedError(
                     f"round {server_round}: {len(trained)} of {sampled} sampled clients trained (clients "
                     f"{trained}), strategy.min_trained_clients needs {need}; {len(failed)} failed, "
-                    f"{sampled - len(trained) - len(failed)} sent no reply ({errors})")
+                    f"{no_reply} sent no reply ({errors})")
             self.train_log[server_round] = {
                 int(r.content["metrics"]["partition-id"]): dict(r.content["metrics"]) for r in replies
             }
@@ -87,12 +88,7 @@ def build_strategy(cfg: ExperimentConfig):
 def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
     """The rounds after ``start_round`` (0: a new run; k > 0: continue a run from its round-k adapter). Flower counts
     the continued rounds from 1, so clients receive the offset ("round-offset") and use the run's round numbers."""
-    if start_round:
-        auditor = resume_auditor(cfg, "fl", start_round)
-        initial = saved_adapter(cfg.run_dir, start_round)
-    else:
-        auditor = make_auditor(cfg, label="fl")
-        initial = auditor.initial_adapter()
+    auditor, initial = run_auditor(cfg, "fl", start_round)
     strategy = build_strategy(cfg)
 
     def evaluate(flower_round: int, arrays: ArrayRecord) -> MetricRecord:

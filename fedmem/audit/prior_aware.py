@@ -330,8 +330,7 @@ class PriorAwareMemorization(AuditMethod):
 
     @classmethod
     def check(cls, cfg: PriorAwareConfig, experiment) -> None:
-        data = experiment.data
-        if cfg.uses_public_corpus and data.source != "synthetic" and not data.public and data.public_share == 0:
+        if cfg.uses_public_corpus and not experiment.data.has_public_corpus:
             raise ValueError("audit.pa.generic_source=public needs a public corpus, and data.public_share=0 with no "
                              "data.public gives none: set one, or use audit.pa.generic_source=appendix_b")
 

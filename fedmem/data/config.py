@@ -241,6 +241,11 @@ class DataConfig:
                 f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
             )
 
+    @property
+    def has_public_corpus(self) -> bool:
+        """The synthetic source makes one; local and hub data have one unless the share is 0 with no file or column."""
+        return self.source == "synthetic" or bool(self.public) or self.public_share > 0
+
     def canary_holders(self) -> list[int]:
         return list(range(self.num_clients)) if self.canary_clients is None else list(self.canary_clients)
 

@@ -89,15 +89,15 @@ def hub_error_message(dataset: str, config: str | None, split: str, cause: BaseE
     )
 
 
-def load_table(task, data, cache_dir: str | None = None, path: str | None = None):
-    """The configured rows (or the local files at ``path``) as one flattened ``datasets.Dataset``."""
+def load_table(task, data, cache_dir: str | None = None, path: str | None = None, key: str = "data.path"):
+    """The configured rows (or the local files at ``path``, named by config key ``key`` in errors) as one
+    flattened ``datasets.Dataset``."""
     import datasets
 
     datasets.disable_progress_bars()  # a per-file "Generating train split" bar says nothing to a fedmem user
     hf_cache = os.path.join(cache_dir, "hf-datasets") if cache_dir else None
     path = path or data.path
     if path:
-        key = "data.path" if path == data.path else "data.public"
         files = local_files(path, key)
         try:
             ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)

@@ -84,7 +84,7 @@ def public_is_file(public: str) -> bool:
 
 def read_public_file(task, data, schema: Schema, cache_dir: str | None) -> list[str]:
     """The texts of a public-corpus file: its memorization-text column, or its ``text`` column."""
-    ds = load_table(task, data, cache_dir, path=data.public)
+    ds = load_table(task, data, cache_dir, path=data.public, key="data.public")
     column = schema.columns[task.mem_field]
     if column not in ds.column_names:
         column = "text"
