@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=10, help="outputs per intensity")
     ap.add_argument("--prefix", type=int, default=30)
     ap.add_argument("--suffix", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=32, help="RoundContext.batch_size (sequences per pass)")
+    ap.add_argument("--batch-size", type=int, default=32, help="RoundContext.generation_batch_size (sequences per pass)")
     ap.add_argument("--perturbation", default="bitflip")
     ap.add_argument("--baseline-samples", type=int, default=1, help="samples generated one prompt per call")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
@@ -82,7 +82,7 @@ def main() -> None:
     t0 = time.perf_counter()
     method = PearlSensitivity(cfg, run)
     build_s = time.perf_counter() - t0
-    ctx = RoundContext(run=run, round=1, model=model, batch_size=args.batch_size)
+    ctx = RoundContext(run=run, round=1, model=model, generation_batch_size=args.batch_size)
     t0 = time.perf_counter()
     section = method.audit(ctx)
     audit_s = time.perf_counter() - t0
@@ -100,7 +100,7 @@ def main() -> None:
     # Baseline, same run: the same requests for a few samples, one ctx.generate call per prompt.
     m = max(1, min(args.baseline_samples, len(method.prompts)))
     prompts = [p for row in method.prompts[:m] for p in row]
-    base_ctx = RoundContext(run=run, round=1, model=model, batch_size=args.batch_size)
+    base_ctx = RoundContext(run=run, round=1, model=model, generation_batch_size=args.batch_size)
     t0 = time.perf_counter()
     for p in prompts:
         base_ctx.generate([p], max_new_tokens=args.suffix, num_samples=args.samples)

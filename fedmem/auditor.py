@@ -69,6 +69,7 @@ class Auditor:
         ctx = RoundContext(
             run=self.run, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=self.cfg.audit.batch_size,
+            generation_batch_size=self.cfg.audit.generation_batch_size,
         )
         sections, timings = {}, {}
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:

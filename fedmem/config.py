@@ -271,11 +271,14 @@ class AuditConfig:
     prefix_len: int = option(30, "prefix tokens of the memorization text")
     suffix_len: int = option(64, "suffix tokens = generation budget (max_new_tokens)")
     samples_per_client: int | Literal["all"] = option(
-        64, "train samples per client prepared for auditing, fixed per run; all = every usable one")
+        600, "train samples per client prepared for auditing, fixed per run; all = every usable one")
     test_per_client: int | Literal["all"] = option(
         32, "test samples per client prepared (non-members, utility); all = every usable one")
     decoding: Decoding = section(Decoding, "decoding preset (conf/audit/decoding)")
-    batch_size: int = option(64, "sequences per generation / scoring batch")
+    batch_size: int = option(64, "sequences per scoring (log-probability) batch")
+    generation_batch_size: int = option(
+        256, "sequences per generation batch: a decoding step holds one new token per sequence, so generation "
+             "batches more sequences than scoring for the same memory")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 
@@ -283,7 +286,7 @@ class AuditConfig:
         if isinstance(self.decoding, dict):
             self.decoding = build_section(Decoding, self.decoding, "audit.decoding")
         check_fields(self, "audit")
-        positive(self, "audit", "prefix_len", "suffix_len", "batch_size")
+        positive(self, "audit", "prefix_len", "suffix_len", "batch_size", "generation_batch_size")
         for name in ("samples_per_client", "test_per_client"):
             if getattr(self, name) != "all":
                 positive(self, "audit", name)

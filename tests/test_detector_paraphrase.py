@@ -124,10 +124,25 @@ def test_embeddings_match_sentence_transformers(minilm):
 
 def test_embeddings_do_not_depend_on_the_batch(minilm):
     sentences = [p for pair in PARAPHRASES for p in pair]
+    minilm.clear_cache()
     together = minilm.embed(sentences)
-    alone = np.stack([minilm.embed([s])[0] for s in sentences[:5]])
-    assert np.abs(together[:5] - alone).max() < 1e-5
+    alone = []
+    for s in sentences[:5]:
+        minilm.clear_cache()  # each embedded in a batch of its own, not read back from the scorer's cache
+        alone.append(minilm.embed([s])[0])
+    assert np.abs(together[:5] - np.stack(alone)).max() < 1e-5
     assert minilm.score([]).shape == (0,)
+
+
+def test_each_sentence_is_embedded_once_per_scorer(minilm, monkeypatch):
+    minilm.clear_cache()
+    sentences = [p for pair in PARAPHRASES[:4] for p in pair]
+    first = minilm.embed(sentences)
+    calls = []
+    monkeypatch.setattr(minilm, "_embed", lambda batch, dtype: calls.append(batch) or np.zeros((len(batch), 384)))
+    again = minilm.embed(sentences[::-1] + ["A sentence not seen before."])
+    assert calls == [["A sentence not seen before."]]  # only the new sentence reached the encoder
+    assert np.array_equal(again[: len(sentences)], first[::-1])
 
 
 def test_bfloat16_encoder_keeps_every_float32_decision(minilm):

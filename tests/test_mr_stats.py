@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from fedmem.audit.intervals import wilson
 from fedmem.audit.mr_stats import mr_figures
 
 
@@ -77,6 +78,25 @@ def test_every_figure_carries_its_standard_error():
     assert u["inter"]["se"] == pytest.approx(math.sqrt(2 * 0.25 * (0.25 * 0.75 * 4 / 3) / 4))
     # MR_Total: 5 of 8 prefixes hit someone; a binomial standard error
     assert f["total"] == 0.625 and u["total"]["se"] == pytest.approx(math.sqrt(0.625 * 0.375 / 8))
-    assert u["total"]["ci95"] == pytest.approx([0.625 - 1.96 * u["total"]["se"], 0.625 + 1.96 * u["total"]["se"]])
+    assert u["total"]["ci95"] == pytest.approx(wilson(5, 8))  # a proportion: Wilson's interval
     assert u["matrix_se"][0][0] == pytest.approx(math.sqrt(0.5 * 0.5 / 4)) and u["matrix_se"][1][0] == pytest.approx(
         math.sqrt(0.25 * 0.75 / 4))
+
+
+def test_wilson_interval_matches_its_closed_form_and_never_collapses_at_zero():
+    from fedmem.audit.intervals import rate
+
+    # textbook values (z = 1.96): 0 of 10 -> [0, 0.2775]; 5 of 10 -> [0.2366, 0.7634]
+    assert wilson(0, 10) == pytest.approx([0.0, 0.2775], abs=1e-4)
+    assert wilson(5, 10) == pytest.approx([0.2366, 0.7634], abs=1e-4)
+    assert wilson(10, 10)[1] == pytest.approx(1.0) and wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-4)
+    assert wilson(0, 0) is None and rate(0, 0)["ci95"] is None
+    r = rate(0, 40)  # a zero rate keeps an interval that says how far up it could be
+    assert r["se"] == 0 and r["ci95"][1] > 0.08
+
+
+def test_matrix_cells_and_total_carry_wilson_intervals():
+    f = mr_figures([0, 0, 0, 1, 1], [{0}, set(), {1}, {1}, set()], {0: 10, 1: 10})
+    assert f["uncertainty"]["matrix_ci95"][0][0] == pytest.approx(wilson(1, 3))
+    assert f["uncertainty"]["matrix_ci95"][1][0] == pytest.approx(wilson(0, 2))
+    assert f["uncertainty"]["total"]["ci95"] == pytest.approx(wilson(3, 5))

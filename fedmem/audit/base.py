@@ -82,7 +82,8 @@ class RoundContext:
     model: Any  # a causal LM (peft-wrapped or merged), in eval mode
     label: str = "fl"  # "fl" or "cl"
     out_dir: str | None = None  # round_<r>/ directory: methods may write compact side files here (atomically)
-    batch_size: int = 32
+    batch_size: int = 32  # sequences per scoring batch
+    generation_batch_size: int = 256  # sequences per generation batch
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
@@ -111,7 +112,7 @@ class RoundContext:
                 num_samples=num_samples,
                 decoding=decoding,
                 seed=seed,
-                batch_size=self.batch_size,
+                batch_size=self.generation_batch_size,
             )
         return self._gen_cache[key]
 

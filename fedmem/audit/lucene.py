@@ -47,10 +47,15 @@ _TOKEN = re.compile(
 )
 
 
+# The same pattern for ASCII text, where a letter is [A-Za-z], a digit [0-9], and the only joiners are ":" between
+# letters, "," and ";" between digits and "." and "'" between either: much faster, same tokens (tested).
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:(?:(?<=[A-Za-z])[:.'](?=[A-Za-z])|(?<=[0-9])[,;.'](?=[0-9]))[A-Za-z0-9_]+)*")
+
+
 def standard_tokens(text: str) -> list[str]:
     """The ``standard`` analyzer's tokens of ``text``: UAX #29 words, lowercased, at most 255 characters each."""
     out = []
-    for m in _TOKEN.finditer(text):
+    for m in (_ASCII_TOKEN if text.isascii() else _TOKEN).finditer(text):
         token = m.group().lower()
         if token.strip("_") == "":
             continue  # a segment of underscores alone is no word (Lucene emits words with a letter or digit)

@@ -8,13 +8,14 @@ one batched detector call over all (generation, retrieved suffix) pairs, then th
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
 from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
 from fedmem.audit.mr_stats import mr_figures
-from fedmem.audit.suffix_index import IndexConfig, suffix_index
+from fedmem.audit.suffix_index import IndexConfig, query_terms, suffix_index
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
@@ -22,7 +23,7 @@ from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 
 @dataclass
 class MRConfig:
-    n: int = option(32, "sampled prefixes (and suffixes) per client (the paper: 4000)")
+    n: int = option(600, "sampled prefixes (and suffixes) per client (the paper: 4000)")
     top_k: int = option(10, "retrieved suffixes per generation and client (n')")
     index: IndexConfig = section(IndexConfig, "suffix index (IndexConfig fields)")
     detector: DetectorConfig = section(DetectorConfig, "PAN2014 detector (DetectorConfig fields)")
@@ -36,6 +37,19 @@ class MRConfig:
             self.detector = build_section(DetectorConfig, self.detector, "audit.mr.detector")
         check_fields(self, "audit.mr")
         positive(self, "audit.mr", "n", "top_k")
+
+
+class Stopwatch:
+    """Seconds per named stage: ``lap(name)`` books the time since the previous lap."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
 
 
 @register
@@ -81,9 +95,11 @@ class MemorizationRatio(AuditMethod):
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         run, clients = self.run, self.run.clients
+        clock = Stopwatch()
         prefixes = [s for c in clients for s in self.samples[c]]
         outs = ctx.generate([s.prompt_ids for s in prefixes], run.suffix_len)
         gens = [ctx.decode(o[0]) for o in outs]
+        clock.lap("generation")
         dropped = {c: 0 for c in clients}
         keep = []
         for s, g in zip(prefixes, gens):
@@ -91,15 +107,21 @@ class MemorizationRatio(AuditMethod):
                 dropped[s.client] += 1
             else:
                 keep.append((s, g))
-        # retrieval: every kept generation against every client's suffixes
-        retrieved = {k: self.indexes[k].search([g for _, g in keep], self.cfg.top_k) for k in clients}
+        clock.lap("incoherence")
+        # retrieval: every kept generation against every client's suffixes, each generation analysed once
+        terms = [query_terms(g) for _, g in keep]
+        retrieved = {k: self.indexes[k].search_terms(terms, self.cfg.top_k) for k in clients}
+        clock.lap("retrieval")
         pairs, owners = [], []
         for i, (_, g) in enumerate(keep):
             for k in clients:
                 for doc, _score in retrieved[k][i]:
                     pairs.append((g, self.samples[k][doc].suffix_text))
                     owners.append((i, k, doc))
+        self.detector.reset_stats()
         detections = self.detector.detect_batch(pairs) if pairs else []
+        clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
+        clock.lap("detector")
         hits = {cat: [set() for _ in keep] for cat in (*CATEGORIES, "any")}
         matched: list[list] = [[] for _ in keep]
         for (i, k, doc), det in zip(owners, detections):
@@ -139,6 +161,8 @@ class MemorizationRatio(AuditMethod):
             section["headline"]["intra_minus_inter"] = any_["intra_minus_inter"]["diff"]
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, keep, hits, matched)
+        clock.lap("figures")
+        section["seconds"] = clock.laps  # where the round's time went, stage by stage
         return section
 
     def _ground_truth(self, keep, hits) -> dict:
@@ -205,12 +229,15 @@ class MemorizationRatio(AuditMethod):
         total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
         lines = ["MR(j→k) in %, any category (rows: prefix client j, columns: suffix client k)", "",
                  "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
-        for j, row in zip(clients, m):
-            lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" for v in row) + " |")
+        se = (section.get("uncertainty") or {}).get("any", {}).get("matrix_se") or [[None] * len(clients)] * len(clients)
+        for j, row, row_se in zip(clients, m, se):
+            lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" + (f" ± {100 * e:.2f}" if e is not None else "")
+                                                  for v, e in zip(row, row_se)) + " |")
         lines += ["", f"| category | MR_Intra % | MR_Inter % | {total} % |", "|---|---|---|---|",
                   *[f"| {cat} | " + " | ".join(self._pct(section, cat, fig) for fig in ("intra", "inter", "total")) + " |"
                     for cat in ("any", *CATEGORIES)],
-                  "", "(± one standard error over the sampled prefixes)"]
+                  "", "(± one standard error over the sampled prefixes; report.json holds 95% intervals, Wilson's "
+                  "for the matrix cells and MR_Total)"]
         d = (section.get("intra_minus_inter") or {}).get("any")
         if d:
             lines += ["", f"MR_Intra − MR_Inter (any): {100 * d['diff']:.2f} ± {100 * d['se']:.2f} points (standard "

@@ -13,12 +13,14 @@ Every figure also gets a standard error, because with a few dozen prefixes per c
 differ by less than their noise. MR_Intra, MR_Inter and MR_Intra − MR_Inter are weighted means over clients of
 per-prefix values (for prefix i of client j: [i hit j], |hits_i − {j}| / (L−1), and their difference), so each
 standard error is sqrt(Σ_j w_j² var_j / n_j) (prefixes independent; normal 95% interval ± 1.96 se). MR_Total and
-every matrix cell are proportions of prefixes: binomial standard errors.
+every matrix cell are proportions of prefixes: binomial standard errors and Wilson 95% intervals.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from fedmem.audit.intervals import wilson
 
 
 def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int, int] | list[int]) -> dict:
@@ -47,8 +49,10 @@ def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int,
         matrix_se = np.where(n[:, None] > 0, np.sqrt(matrix * (1 - matrix) / n[:, None]), np.nan)
     uncertainty = {
         "intra": _weighted_estimate([float(j in h) for j, h in zip(prefix_clients, hits)], prefix_clients, clients, w),
-        "total": _interval(total, float(np.sqrt(total * (1 - total) / len(hits))) if hits else float("nan")),
+        "total": {**_interval(total, float(np.sqrt(total * (1 - total) / len(hits))) if hits else float("nan")),
+                  "ci95": wilson(sum(1 for h in hits if h), len(hits))},
         "matrix_se": matrix_se.tolist(),
+        "matrix_ci95": [[wilson(int(counts[a, b]), int(n[a])) for b in range(L)] for a in range(L)],
     }
     if L > 1:
         uncertainty["inter"] = _weighted_estimate(

@@ -35,6 +35,7 @@ from fedmem.audit.calibration import (
     histogram_edges,
     roc_auc,
 )
+from fedmem.audit.intervals import rate
 from fedmem.audit.performance import performance
 from fedmem.audit.perturb import bitflip, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
@@ -112,10 +113,9 @@ class PearlConfig:
 
 
 def _rate(flags: list[bool]) -> dict[str, Any]:
-    n = len(flags)
-    k = int(sum(flags))
-    return {"memorized": k, "total": n, "rate": k / n if n else None,
-            "rate_se": (k * (n - k) / n**3) ** 0.5 if n else None}  # binomial standard error
+    n, k = len(flags), int(sum(flags))
+    r = rate(k, n)
+    return {"memorized": k, "total": n, "rate": r["rate"], "rate_se": r["se"], "rate_ci95": r["ci95"]}
 
 
 @register
@@ -428,7 +428,8 @@ class PearlSensitivity(AuditMethod):
             if not c:
                 return "–"
             r = c["overall"][side]
-            return f"{r['memorized']}/{r['total']}"
+            ci = r.get("rate_ci95")
+            return f"{r['memorized']}/{r['total']}" + (f" ({100 * ci[0]:.0f}–{100 * ci[1]:.0f} %)" if ci else "")
 
         def fmt(x, spec=".3f"):
             return "–" if x is None else format(x, spec)

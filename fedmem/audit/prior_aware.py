@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.audit.intervals import rate
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import check_fields, option, positive
 from fedmem.io import pyplot, save_figure
@@ -287,17 +288,12 @@ def _log10(x) -> float | None:
 
 
 def _counts(ext: np.ndarray, pa: np.ndarray) -> dict:
-    e, p = int(ext.sum()), int(pa.sum())
-    return {
-        "audited": int(len(ext)),
-        "extractable": e,
-        "pa_memorized": p,
-        "pa_over_extractable": (p / e) if e else None,
-        "extractable_rate": e / len(ext) if len(ext) else None,
-        "extractable_rate_se": math.sqrt(e * (len(ext) - e) / len(ext) ** 3) if len(ext) else None,
-        "pa_rate": p / len(ext) if len(ext) else None,
-        "pa_rate_se": math.sqrt(p * (len(ext) - p) / len(ext) ** 3) if len(ext) else None,
-    }
+    e, p, n = int(ext.sum()), int(pa.sum()), int(len(ext))
+    out = {"audited": n, "extractable": e, "pa_memorized": p, "pa_over_extractable": (p / e) if e else None}
+    for name, k in (("extractable_rate", e), ("pa_rate", p)):
+        r = rate(k, n)
+        out.update({name: r["rate"], f"{name}_se": r["se"], f"{name}_ci95": r["ci95"]})
+    return out
 
 
 HIST_WIDTHS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
@@ -528,6 +524,10 @@ class PriorAwareMemorization(AuditMethod):
         o = section["overall"]
         lines.append(f"| **all** | **{o['audited']}** | **{o['extractable']}** | **{o['pa_memorized']}** | "
                      f"**{frac(o['pa_over_extractable'])}** |")
+        if o.get("extractable_rate_ci95"):
+            lines += ["", "Rates over all audited pairs, with 95% Wilson intervals: extractable " + ", PA-memorized ".join(
+                f"{100 * o[k]:.1f} % ({100 * o[k + '_ci95'][0]:.1f}–{100 * o[k + '_ci95'][1]:.1f} %)"
+                for k in ("extractable_rate", "pa_rate"))]
         gt = section.get("ground_truth") or {}
         if gt:
             lines += ["", "| ground truth | audited | extractable | PA-memorized |", "|---|---|---|---|"]

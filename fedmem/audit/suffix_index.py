@@ -72,7 +72,11 @@ class EmbeddedIndex:
         self.matrix = Bm25Matrix([analyze(t) for t in texts], k1=cfg.k1, b=cfg.b)
 
     def search(self, queries: list[str], k: int = 10) -> list[list[tuple[int, float]]]:
-        return self.matrix.search([query_terms(q) for q in queries], k)
+        return self.search_terms([query_terms(q) for q in queries], k)
+
+    def search_terms(self, terms: list[list[str]], k: int = 10) -> list[list[tuple[int, float]]]:
+        """``search`` for queries already analysed with ``query_terms`` (one analysis serves every index)."""
+        return self.matrix.search(terms, k)
 
     def close(self) -> None:
         pass
@@ -106,9 +110,12 @@ class ElasticsearchIndex:
             raise RuntimeError(f"Elasticsearch refused to build index {self.name}: {e}") from None
 
     def search(self, queries: list[str], k: int = 10) -> list[list[tuple[int, float]]]:
+        return self.search_terms([query_terms(q) for q in queries], k)
+
+    def search_terms(self, term_lists: list[list[str]], k: int = 10) -> list[list[tuple[int, float]]]:
         out = []
-        for q in queries:
-            terms = " ".join(query_terms(q))
+        for q in term_lists:
+            terms = " ".join(q)
             if not terms:
                 out.append([])
                 continue

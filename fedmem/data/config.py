@@ -144,7 +144,7 @@ class DataConfig:
     group_by: Literal["tags", "keywords"] | None = option(None, "override task.group_by")
     label_column: str | None = option(None, "override task.label_column")
     num_clients: int = option(3, "number of clients L")
-    train_per_client: int = option(200, "train samples per client |D_j| (paper 27k), canary copies included")
+    train_per_client: int = option(700, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
     # ---- Hugging Face and local sources: the public corpus (the tiny preset's tokenizer and prior, PA's calibration)
     public: str | None = option(

@@ -51,7 +51,7 @@ class DetectorConfig:
         "tags everything); each loads its own copy of the spaCy pipeline, so memory grows with "
         "the count",
     )
-    batch_size: int = option(128, "sentences (or sentence pairs) per paraphrase-model batch")
+    batch_size: int = option(32, "sentences (or sentence pairs) per paraphrase-model batch")
     device: str = option("cpu", "torch device of the paraphrase model (cpu, cuda, ...)")
     encoder_dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto",

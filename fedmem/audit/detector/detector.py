@@ -21,6 +21,13 @@ same cores. The generated-side units are not tagged in the spaCy helper while th
 the gain is small next to the run-to-run spread of a whole batch, and it would need a strict protocol with the
 helper (collect every answer, also on errors).
 
+Memory and repeated work: a batch is typed in chunks of ``CHUNK_PAIRS`` pairs, so a paper-scale round (hundreds
+of thousands of pairs) holds one chunk's seeding arrays at a time. What a text or sentence yields on its own is
+kept across chunks and calls, so a run's suffixes, which recur in every chunk and every round, are preprocessed,
+tagged and embedded once: the sentences and stems of each text, the entities of each lowercased sentence, and
+(in the scorer) each sentence's embedding. The caches are bounded: each is emptied when it passes
+``CACHE_ENTRIES``.
+
 The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
 lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
 unit on its own (only floating-point rounding of the paraphrase model can differ with padding: rounding-level in
@@ -43,6 +50,8 @@ from .seeding import Seeds, batch_seeds
 from .verbatim import verbatim_spans
 
 STAGES = ("preprocess", "seeding", "align", "ner", "paraphrase")
+CHUNK_PAIRS = 20_000  # pairs typed together: bounds the seeding arrays (tens of bytes per entry of each pair)
+CACHE_ENTRIES = 200_000  # texts (or sentences) kept per cache before it is emptied
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,8 @@ class PlagiarismDetector:
         require_ner(self.cfg.ner_model)
         ner_workers(self.cfg.ner_model, self.cfg.ner_workers)  # started now: they load spaCy in the background
         self.preprocessor = Preprocessor(self.cfg.min_sentlen, self.cfg.rem_sw)
+        self._units: dict[str, object] = {}  # text -> its sentences and stems (TextUnits)
+        self._entities: dict[str, frozenset[str]] = {}  # lowercased sentence -> its entities
         self.timings: dict[str, float] = defaultdict(float)  # cumulative seconds per stage
         self.counts: dict[str, int] = defaultdict(int)  # cumulative work counters
 
@@ -101,16 +112,35 @@ class PlagiarismDetector:
     def detect(self, generated: str, suffix: str) -> Detection:
         return self.detect_batch([(generated, suffix)])[0]
 
+    def clear_caches(self) -> None:
+        """Forget every text, sentence and embedding seen so far (as a fresh detector would)."""
+        self._units.clear()
+        self._entities.clear()
+        getattr(self.scorer, "clear_cache", lambda: None)()
+
     def detect_batch(self, pairs: list[tuple[str, str]]) -> list[Detection]:
-        cfg = self.cfg
         for k, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise TypeError(f"detect_batch expects (generated, suffix) string pairs; item {k} is {pair!r}")
         self.counts["pairs"] += len(pairs)
+        results: list[Detection] = []
+        for start in range(0, len(pairs), CHUNK_PAIRS):
+            results += self._detect_chunk(pairs[start : start + CHUNK_PAIRS])
+        return results
 
+    def _text_units(self, text: str):
+        units = self._units.get(text)
+        if units is None:
+            if len(self._units) >= CACHE_ENTRIES:
+                self._units.clear()
+            units = self._units[text] = self.preprocessor.units(text)
+        return units
+
+    def _detect_chunk(self, pairs: list[tuple[str, str]]) -> list[Detection]:
+        cfg = self.cfg
         clock = time.perf_counter()
         distinct = list(dict.fromkeys(t for pair in pairs for t in pair))
-        prepared = dict(zip(distinct, vectorize([self.preprocessor.units(t) for t in distinct])))
+        prepared = dict(zip(distinct, vectorize([self._text_units(t) for t in distinct])))
         clock = self._tick("preprocess", clock)
 
         prepped_pairs = [(prepared[g], prepared[s]) for g, s in pairs]
@@ -175,8 +205,12 @@ class PlagiarismDetector:
         pairs = list(dict.fromkeys(pair for p in pending.values() for c in p.cases for pair in _sentence_pairs(p, c)))
         if not self.cfg.entity_gate:
             return dict.fromkeys(pairs, True)
-        todo = list(dict.fromkeys(s.lower() for pair in pairs for s in pair))
-        ents = dict(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
+        ents = self._entities
+        todo = [s for s in dict.fromkeys(s.lower() for pair in pairs for s in pair) if s not in ents]
+        if len(ents) + len(todo) > CACHE_ENTRIES:
+            ents.clear()
+            todo = list(dict.fromkeys(s.lower() for pair in pairs for s in pair))
+        ents.update(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
         self.counts["ner_units"] += len(todo)
         return {(a, b): entities_match(ents[a.lower()], ents[b.lower()]) for a, b in pairs}
 

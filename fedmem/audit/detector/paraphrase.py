@@ -41,6 +41,7 @@ import numpy as np
 MINILM_MIDPOINT = 0.75
 MINILM_SLOPE = 20.0
 MINILM_MAX_TOKENS = 256  # sentence_bert_config.json of the package
+CACHE_ENTRIES = 200_000  # embeddings kept per scorer before the cache is emptied (384 floats each)
 
 
 class MissingAssetError(RuntimeError):
@@ -126,14 +127,30 @@ class MiniLMScorer:
         self.dtype = dtype
         self.decisions = np.asarray(decisions, dtype=np.float64)
         self.refined = 0  # pairs re-scored in float32 (bf16 mode)
+        self._cache: dict[tuple[str, str], np.ndarray] = {}  # (sentence, dtype) -> embedding: suffixes recur
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
 
     def embed(self, sentences: list[str], dtype: str | None = None) -> np.ndarray:
-        """L2-normalised mean-pooled embeddings (the sentence-transformers recipe of the package)."""
+        """L2-normalised mean-pooled embeddings (the sentence-transformers recipe of the package); each sentence
+        is embedded once per scorer (kept until the cache passes ``CACHE_ENTRIES`` sentences)."""
+        dtype = dtype or self.dtype
+        missing = [s for s in dict.fromkeys(sentences) if (s, dtype) not in self._cache]
+        if len(self._cache) + len(missing) > CACHE_ENTRIES:
+            self._cache.clear()
+            missing = list(dict.fromkeys(sentences))
+        self._cache.update(((s, dtype), e) for s, e in zip(missing, self._embed(missing, dtype)))
+        if not sentences:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.stack([self._cache[(s, dtype)] for s in sentences])
+
+    def _embed(self, sentences: list[str], dtype: str) -> np.ndarray:
         if not sentences:
             return np.zeros((0, 384), dtype=np.float32)
         import torch
 
-        tokenizer, model = _load_minilm(self.device, dtype or self.dtype)
+        tokenizer, model = _load_minilm(self.device, dtype)
         encoded = tokenizer(sentences, truncation=True, max_length=MINILM_MAX_TOKENS)
         lengths = [len(ids) for ids in encoded["input_ids"]]
         out = np.zeros((len(sentences), model.config.hidden_size), dtype=np.float32)

@@ -1,0 +1,30 @@
+"""Uncertainty of a rate estimated from a sample, shared by every audit method.
+
+A rate k / n of sampled items is reported with its binomial standard error and a Wilson score 95% interval. The
+Wilson interval is used rather than ± 1.96 se because audited rates are often 0 or near it, where the normal
+interval collapses to a point (0 ± 0) and claims a certainty the sample does not have.
+"""
+
+from __future__ import annotations
+
+import math
+
+Z95 = 1.959963984540054
+
+
+def wilson(k: int, n: int, z: float = Z95) -> list[float] | None:
+    """Wilson score interval [lo, hi] of the proportion k / n; None without items."""
+    if n <= 0:
+        return None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def rate(k: int, n: int) -> dict:
+    """``{"rate", "se", "ci95"}`` of k hits among n sampled items (all None without items)."""
+    if n <= 0:
+        return {"rate": None, "se": None, "ci95": None}
+    p = k / n
+    return {"rate": p, "se": math.sqrt(p * (1 - p) / n), "ci95": wilson(k, n)}
