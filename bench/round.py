@@ -2,10 +2,12 @@
 
     python bench/round.py                          # n = 4,000 prefixes per client, L = 3 clients, every method
     python bench/round.py --scaling                # also: MR alone at n in {500, 1000, 2000, 4000}, L in {3, 5, 10}
-    python bench/round.py --n 500 --ref-prefixes 20 --dump-pairs pairs.jsonl.gz   # smaller; keep the checked pairs
+    python bench/round.py --n 4000 --skip-round --ref-prefixes 200 --dump-pairs pairs.json.gz   # only the checked pairs
 
-The audited model is the tiny preset with a LoRA adapter trained once on the synthetic source (4,000 train samples
-per client, one epoch over their union) and cached under ``<cache_dir>/bench-round/``. The round is the real one:
+The audited model is the tiny preset with a LoRA adapter trained once on the synthetic source (4,400 train samples
+per client, so that 4,000 distinct ones are long enough to audit; one epoch over their union) and cached under
+``<cache_dir>/bench-round/``. The scaling rows with other client counts audit the same adapter (the synthetic
+public corpus, hence the base model, does not depend on the client count). The round is the real one:
 ``Auditor.evaluate`` with the default audit settings except ``audit.mr.n`` (and the audit pool that holds it), so
 MR retrieves the top-10 of every client's index for every generation and types every retrieved pair with the
 detector; PEARL and Prior-Aware audit their default sizes; the reports are written.
@@ -42,6 +44,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 
 from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
 from fedmem.generation import generate_batched  # noqa: E402
+from fedmem.io import atomic_path  # noqa: E402
 from fedmem.model.load import adapter_state, load_adapter_state  # noqa: E402
 from fedmem.runtime import fresh_lora_model, make_auditor, train_examples  # noqa: E402
 from fedmem.train import train_local  # noqa: E402
@@ -70,9 +73,8 @@ def trained_adapter(cfg) -> dict:
     examples, _ = train_examples(cfg, None)
     metrics = train_local(model, examples, cfg.train, seed=cfg.seed, pad_id=tokenizer.pad_token_id, epochs=1)
     state = adapter_state(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(path.with_suffix(".tmp")))
-    os.replace(path.with_suffix(".tmp"), path)
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp))
     print(f"  {len(examples)} examples, train loss {metrics['train-loss']:.3f}, {time.perf_counter() - t:.0f} s")
     return state
 
@@ -149,13 +151,14 @@ def paper_round(args, state) -> dict:
         report, wall, setup, auditor = audit_round(cfg, state)
         mr = report["audit"]["mr"]
         L, n = len(mr["clients"]), args.n
-        print(f"\npaper-scale round: L = {L} clients, n = {n} prefixes per client, top-{auditor.methods['mr'].cfg.top_k} "
+        top_k = auditor.methods["mr"].cfg.top_k
+        print(f"\npaper-scale round: L = {L} clients, n = {n} prefixes per client, top-{top_k} "
               f"per client index")
         print(f"  work: {n * L} generations of up to {auditor.run.suffix_len} tokens, {n * L * L} index queries, "
               f"{mr['pairs_checked']} detector pairs")
         print(f"  set-up (audit pool, {L} suffix indexes, detector models): {setup:.1f} s")
         print("  stage breakdown (s):")
-        for stage, s in mr["seconds"].items():
+        for stage, s in report["timings"]["mr_stages"].items():
             print(f"    mr/{stage:<24} {s:8.1f}")
         methods = {name: report["timings"][name] for name in auditor.methods}
         for name, s in methods.items():
@@ -171,7 +174,8 @@ def paper_round(args, state) -> dict:
         ref_total = (ref["generation_s"] / ref["prefixes"] * n * L + ref["query_s"] / ref["queries"] * n * L * L
                      + ref["detector_s"] / max(1, len(ref["pairs"])) * mr["pairs_checked"])
         ref_round = ref_total + other + reports_s
-        print(f"  reference-shaped MR, extrapolated from {ref['prefixes']} random prefixes ({len(ref['pairs'])} pairs): "
+        print(f"  reference-shaped MR, extrapolated from {ref['prefixes']} random prefixes "
+              f"({len(ref['pairs'])} pairs): "
               f"generation {ref['generation_s'] / ref['prefixes'] * n * L:.0f} s, queries "
               f"{ref['query_s'] / ref['queries'] * n * L * L:.0f} s, detector "
               f"{ref['detector_s'] / max(1, len(ref['pairs'])) * mr['pairs_checked']:.0f} s")
@@ -184,7 +188,7 @@ def paper_round(args, state) -> dict:
 def mr_row(report: dict) -> tuple:
     """(n, L, generation s, retrieval + detector s, MR s) of a round report."""
     mr = report["audit"]["mr"]
-    sec = mr["seconds"]
+    sec = report["timings"]["mr_stages"]
     return (mr["n"][0], len(mr["clients"]), sec["generation"], sec["retrieval"] + sec["detector"],
             report["timings"]["mr"])
 

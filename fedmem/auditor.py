@@ -78,6 +78,9 @@ class Auditor:
                 t = time.perf_counter()
                 sections[name] = method.audit(ctx)
                 timings[name] = round(time.perf_counter() - t, 3)
+                stages = sections[name].pop("seconds", None)  # timings live beside the figures, not among them
+                if stages:
+                    timings[f"{name}_stages"] = stages
                 bar.advance()
         if (self.run.ground_truth or {}).get("canaries"):
             sections["ground_truth_scores"] = score_against_truth(self.methods, sections)

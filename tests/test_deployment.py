@@ -90,7 +90,9 @@ def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
     run_dir, seconds = _run_losing_a_node(tmp_path, cache_dir)
     failure = json.loads((run_dir / "round_failure.json").read_text())["error"]
     assert "round 1: 2 of 3 sampled clients trained (clients [0, 1])" in failure
-    assert "1 failed" in failure and "Node Unavailable" in failure  # Flower reports the lost node's heartbeat
+    # Flower reports the lost node as unavailable once its heartbeat expires; if the round timeout comes first, the
+    # node is counted as sending no reply. Either way the run stops within the timeout and says what happened.
+    assert ("1 failed" in failure and "Node Unavailable" in failure) or "1 sent no reply" in failure, failure
     assert seconds < 400
     assert not (run_dir / "round_1" / "report.json").exists() and not (run_dir / "summary.json").exists()
 

@@ -5,7 +5,7 @@ The fixture holds the (generation, retrieved suffix) pairs of random prefixes of
 ``bench/round.py`` (the tiny preset's generations, top-10 suffixes of every client), with the verdicts of
 one ``detect`` call per pair, recorded before the detector's speed work:
 
-    python bench/round.py --n 4000 --ref-prefixes 200 --dump-pairs tests/fixtures/detector_round_pairs.json.gz
+    python bench/round.py --n 4000 --skip-round --ref-prefixes 200 --dump-pairs tests/fixtures/detector_round_pairs.json.gz
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "detector_round_pairs.json.gz"
 
 
 def test_batch_verdicts_on_recorded_round_pairs_are_unchanged():
-    data = json.loads(gzip.open(FIXTURE, "rt").read())
+    with gzip.open(FIXTURE, "rt") as f:
+        data = json.load(f)
     texts = data["texts"]
     pairs = [(texts[g], texts[s]) for g, s, _ in data["pairs"]]
     expected = [c for _, _, c in data["pairs"]]

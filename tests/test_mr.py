@@ -51,6 +51,9 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert sec["incoherent_dropped"] == {0: 0, 1: 1}
     assert sec["headline"]["total"] == pytest.approx(1 / 6)
     assert sec["headline"]["intra_minus_inter"] == pytest.approx(w0 / 3)  # what a sweep table averages
+    stages = sec["seconds"]  # stage timings, which the auditor moves out of the section into the report's timings
+    assert {"generation", "retrieval", "detector", "detector_seeding"} <= set(stages)
+    assert all(v >= 0 for v in stages.values())
     with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
         recs = [json.loads(line) for line in f]
     assert len(recs) == 5  # the incoherent generation is dropped

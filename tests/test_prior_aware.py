@@ -405,7 +405,8 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
     method = PriorAwareMemorization(PriorAwareConfig(n=64, c=64, n_ratio=10.0), run)
     sec = method.audit(RoundContext(run=run, round=1, model=model))
     gt = sec["ground_truth"]
-    assert gt["canary"]["8"] == pytest.approx({**gt["canary"]["8"], "extractable": 1, "pa_memorized": 1})
+    assert (gt["canary"]["8"]["extractable"], gt["canary"]["8"]["pa_memorized"]) == (1, 1)
+    assert gt["canary"]["8"]["pa_rate_ci95"] == pytest.approx([0.2065, 1.0], abs=1e-4)  # 1 of 1: Wilson, not 1 ± 0
     assert gt["generic"]["audited"] == 24 and gt["generic"]["extractable"] == 24
     assert gt["generic"]["pa_memorized"] == 0
     canary_row = next(r for r in sec["samples"] if "canary" in r["tags"])

@@ -167,7 +167,9 @@ class AuditMethod:
         return ""
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
-        """Return this method's JSON-serialisable section of ``report.json`` for one round."""
+        """Return this method's JSON-serialisable section of ``report.json`` for one round. Stage timings go under
+        the key ``seconds`` ({stage: seconds}): the auditor moves them to the report's ``timings`` as
+        ``<name>_stages``, so a section holds figures only and the same seed gives identical sections."""
         raise NotImplementedError
 
     def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:

@@ -49,7 +49,8 @@ _TOKEN = re.compile(
 
 # The same pattern for ASCII text, where a letter is [A-Za-z], a digit [0-9], and the only joiners are ":" between
 # letters, "," and ";" between digits and "." and "'" between either: much faster, same tokens (tested).
-_ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:(?:(?<=[A-Za-z])[:.'](?=[A-Za-z])|(?<=[0-9])[,;.'](?=[0-9]))[A-Za-z0-9_]+)*")
+_ASCII_TOKEN = re.compile(
+    r"[A-Za-z0-9_]+(?:(?:(?<=[A-Za-z])[:.'](?=[A-Za-z])|(?<=[0-9])[,;.'](?=[0-9]))[A-Za-z0-9_]+)*")
 
 
 def standard_tokens(text: str) -> list[str]:

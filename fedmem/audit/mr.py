@@ -162,7 +162,7 @@ class MemorizationRatio(AuditMethod):
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, keep, hits, matched)
         clock.lap("figures")
-        section["seconds"] = clock.laps  # where the round's time went, stage by stage
+        section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
         return section
 
     def _ground_truth(self, keep, hits) -> dict:
@@ -229,7 +229,8 @@ class MemorizationRatio(AuditMethod):
         total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
         lines = ["MR(j→k) in %, any category (rows: prefix client j, columns: suffix client k)", "",
                  "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
-        se = (section.get("uncertainty") or {}).get("any", {}).get("matrix_se") or [[None] * len(clients)] * len(clients)
+        se = ((section.get("uncertainty") or {}).get("any", {}).get("matrix_se")
+              or [[None] * len(clients)] * len(clients))
         for j, row, row_se in zip(clients, m, se):
             lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" + (f" ± {100 * e:.2f}" if e is not None else "")
                                                   for v, e in zip(row, row_se)) + " |")
