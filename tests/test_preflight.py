@@ -41,6 +41,8 @@ def _cases(tmp_path):
     empty_text = _write_jsonl(tmp_path / "empty_text.jsonl",
                               [{**r, "text": r["text"] if r["section"] == "a" else "  "} for r in _rows()])
     lonely = _write_jsonl(tmp_path / "lonely.jsonl", _rows() + [{"text": "One row.", "section": "c"}])
+    dup_ids = _write_jsonl(tmp_path / "dup_ids.jsonl",
+                           [{**r, "id": f"n{min(i, 40)}"} for i, r in enumerate(_rows())])  # rows 40 and 41 share
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "header.csv").write_text("text,section\n")
     return {
@@ -59,6 +61,12 @@ def _cases(tmp_path):
         "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],
                                        "simulation.num_cpus_per_client=512 but this machine has"),
         "bad number": ([str(good), "train.lr=abc"], "train.lr must be a number"),
+        "duplicate ids": ([str(dup_ids), "data.id_column=id"],
+                          "data.id_column='id': id 'n40' appears in rows 40 and 41 of"),
+        "an id column that does not exist": ([str(good), "data.id_column=id"], "column 'id' not found"),
+        "an unreachable Elasticsearch": ([str(good), "audit.methods=[mr]", "audit.mr.index.backend=elasticsearch",
+                                          "audit.mr.index.es_url=http://127.0.0.1:9"],
+                                         "Elasticsearch at http://127.0.0.1:9 is unreachable"),
         "a model directory that does not exist": ([str(good), "model.name=qwen2.5-0.5b", "experiment=paper",
                                                    f"model.path={tmp_path / 'no-model'}"],
                                                   "no-model: no such directory"),
@@ -87,3 +95,21 @@ def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
     # audit.mr.n=6 prefixes x 2 clients, each queried against both clients' indexes, top 10 each
     assert "mr: 12 generations, 24 index queries, up to 240 detector pairs" in summary
     assert "utility: 4 greedy generations" in summary and "pa: 12 suffixes scored under 64 prior prefixes" in summary
+
+
+def test_an_id_column_names_the_records_and_the_ground_truth(tmp_path, cache_dir):
+    from fedmem.data import load_federated
+    from fedmem.experiment_config import from_dict
+
+    path = _write_jsonl(tmp_path / "ids.jsonl", [{**r, "id": f"note-{i}"} for i, r in enumerate(_rows())])
+    d = compose_dict([*LOCAL_FAST, f"cache_dir={cache_dir}", "task=text", "data=local", f"data.path={path}",
+                      "data.client_column=section", "data.train_per_client=20", "data.test_per_client=4",
+                      "data.id_column=id"])
+    cfg = from_dict({**d, "run_dir": str(tmp_path / "run")})
+    data = load_federated(cfg.task, cfg.data, seed=cfg.seed, cache_dir=cfg.cache_dir)
+    train_ids = [r.id for c in data.clients for r in c.train]
+    assert all(i.startswith("note-") for i in train_ids) and len(set(train_ids)) == len(train_ids)
+    assert data.ground_truth["clients"][0]["train_ids"] == [r.id for r in data.clients[0].train]
+    rows = _rows()
+    for r in data.clients[1].test:
+        assert r.mem_text.strip() in rows[int(r.id.removeprefix("note-"))]["text"]  # the id points at its own row

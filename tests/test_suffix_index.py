@@ -96,14 +96,14 @@ def test_credentials_stay_in_the_environment_and_out_of_messages(monkeypatch):
         IndexConfig(backend="elasticsearch", es_url="http://elastic:s3cret@127.0.0.1:9")
     assert "s3cret" not in str(info.value)
     monkeypatch.setenv("FEDMEM_ES_URL", "http://elastic:s3cret@127.0.0.1:9")
-    with pytest.raises(RuntimeError, match="unreachable") as info:
+    with pytest.raises(ValueError, match="unreachable") as info:
         suffix_index(DOCS, IndexConfig(backend="elasticsearch"))
     assert "s3cret" not in str(info.value) and "127.0.0.1:9" in str(info.value)
 
 
 def test_unreachable_elasticsearch_is_one_clear_error():
     cfg = IndexConfig(backend="elasticsearch", es_url="http://127.0.0.1:9")  # discard port: nothing listens
-    with pytest.raises(RuntimeError, match="unreachable"):
+    with pytest.raises(ValueError, match="unreachable"):
         suffix_index(DOCS, cfg)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
 from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
 from fedmem.audit.mr_stats import mr_figures
-from fedmem.audit.suffix_index import IndexConfig, query_terms, suffix_index
+from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client, query_terms, suffix_index
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
@@ -56,6 +56,11 @@ class Stopwatch:
 class MemorizationRatio(AuditMethod):
     name = "mr"
     Config = MRConfig
+
+    @classmethod
+    def check(cls, cfg: MRConfig, experiment) -> None:
+        if cfg.index.backend == "elasticsearch":  # reachable before a run directory exists or Ray starts
+            elasticsearch_client(cfg.index, timeout=10)
 
     @classmethod
     def samples_needed(cls, cfg: MRConfig) -> dict[str, int]:

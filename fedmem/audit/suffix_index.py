@@ -82,19 +82,30 @@ class EmbeddedIndex:
         pass
 
 
+def elasticsearch_client(cfg: IndexConfig, timeout: float = 30):
+    """A client of the configured server, checked with one request; an unreachable or refusing server is a
+    ValueError naming the URL without its credentials (those from $FEDMEM_ES_URL are never echoed)."""
+    from elasticsearch import Elasticsearch
+
+    url = cfg.es_url or os.environ.get("FEDMEM_ES_URL")
+    es = Elasticsearch(url, request_timeout=timeout)
+    try:
+        es.info()
+    except Exception as e:
+        reason = str(e).replace(url, public_url(url)).splitlines()[0] if str(e) else type(e).__name__
+        if urlsplit(url).password:
+            reason = reason.replace(urlsplit(url).password, "***")
+        raise ValueError(f"audit.mr.index: Elasticsearch at {public_url(url)} is unreachable or refused the "
+                         f"connection: {reason}") from None
+    return es
+
+
 class ElasticsearchIndex:
     def __init__(self, texts: list[str], cfg: IndexConfig, name: str):
-        from elasticsearch import Elasticsearch, helpers
+        from elasticsearch import helpers
 
-        url = cfg.es_url or os.environ.get("FEDMEM_ES_URL")
-        self.es = Elasticsearch(url, request_timeout=30)
+        self.es = elasticsearch_client(cfg)
         self.legacy_factor = 1 + cfg.k1  # Elasticsearch 8's LegacyBM25Similarity: Lucene's BM25 x (1 + k1)
-        try:
-            self.es.info()
-        except Exception as e:
-            reason = str(e).replace(url, public_url(url))  # credentials from $FEDMEM_ES_URL are never echoed
-            raise RuntimeError(f"Elasticsearch at {public_url(url)} is unreachable or refused the connection: "
-                               f"{reason}") from None
         self.name = f"{cfg.es_prefix}-{name}-{uuid.uuid4().hex[:8]}".lower()
         settings = {
             "index": {"number_of_shards": 1, "similarity": {"default": {"type": "BM25", "k1": cfg.k1, "b": cfg.b}}}

@@ -143,6 +143,9 @@ class DataConfig:
     client_groups: dict[str, Any] | None = option(None, "override the client groups (see task.client_groups)")
     group_by: Literal["tags", "keywords"] | None = option(None, "override task.group_by")
     label_column: str | None = option(None, "override task.label_column")
+    id_column: str | None = option(
+        None, "local / hf: the column holding each row's id, used in reports and ground truth (ids must be unique "
+        "and non-empty); None = the row number, row<i>")
     num_clients: int = option(3, "number of clients L")
     train_per_client: int = option(700, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
@@ -183,6 +186,8 @@ class DataConfig:
             raise ValueError("data.source=local needs data.path (a .jsonl, .csv or .parquet file)")
         if self.source == "synthetic" and self.path:
             raise ValueError("data.path is not used by data.source=synthetic; set data.source=local or hf")
+        if self.source == "synthetic" and self.id_column:
+            raise ValueError("data.id_column is not used by data.source=synthetic (its ids are its own)")
         if self.path and "*" not in str(self.path) and "." in str(self.path).rsplit("/", 1)[-1]:
             if not str(self.path).lower().endswith(FILE_SUFFIXES):
                 raise ValueError(f"data.path must be a .jsonl, .json, .csv or .parquet file, got {self.path!r}")

@@ -30,6 +30,24 @@ def _column(ds, name: str, what: str) -> list[Any]:
     return values
 
 
+def row_ids(ds, data) -> list[str]:
+    """Each row's id: ``data.id_column``'s value, or ``row<i>``. Duplicate or empty ids are an error naming the
+    rows, since reports and the ground truth name rows by their id."""
+    if not data.id_column:
+        return [f"row{i}" for i in range(ds.num_rows)]
+    ids = [one_line(v) for v in _column(ds, data.id_column, "data.id_column")]
+    where = data.path or "the dataset"
+    first: dict[str, int] = {}
+    for i, v in enumerate(ids):
+        if not v:
+            raise ValueError(f"data.id_column={data.id_column!r}: row {i} of {where} has no id")
+        if v in first:
+            raise ValueError(f"data.id_column={data.id_column!r}: id {v!r} appears in rows {first[v]} and {i} of "
+                             f"{where}; ids must be unique")
+        first[v] = i
+    return ids
+
+
 def canonical_label(value: Any, labels: tuple[str, ...]) -> str | None:
     """``value`` as spelled in the label set (case-insensitive; a missing plural 's' is tolerated)."""
     s = one_line(value)
@@ -124,10 +142,12 @@ def take_public_share(parts: list[list[int]], names: list[str], data, seed: int)
 def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> FederatedData:
     """The federated dataset from the task's Hugging Face dataset or from ``data.path``.
 
-    Record ids are ``row<i>``, ``i`` the row number in the loaded table, so a split can be traced back to the file.
+    Record ids are ``data.id_column``'s values, or ``row<i>`` with ``i`` the row number in the loaded table, so a
+    split can be traced back to the file.
     """
     schema = resolve_schema(task, data)
     ds = load_table(task, data, cache_dir)
+    ids = row_ids(ds, data)
     fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}
     labels = _labels(ds, schema)
     if schema.labels:  # the assistant turn shows the label as the task spells it
@@ -157,7 +177,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
 
     def record(i: int, c: int | None) -> Record:
         return render_record(task.user_template, task.assistant_template, task.mem_field,
-                             {f: values[i] for f, values in fields.items()}, f"row{i}", client=c, label=labels[i])
+                             {f: values[i] for f, values in fields.items()}, ids[i], client=c, label=labels[i])
 
     clients, truth_clients = [], []
     for c, rows in enumerate(parts):
@@ -166,7 +186,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
         truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
                               "rows_to_public": sizes[c] - len(rows),
-                              "train_ids": [f"row{i}" for i in train], "test_ids": [f"row{i}" for i in test]})
+                              "train_ids": [ids[i] for i in train], "test_ids": [ids[i] for i in test]})
     truth = {
         "source": data.source,
         "dataset": data.path or task.hf_dataset,
@@ -186,7 +206,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
             "column": data.public if data.public and not public_file else None,
             "share": None if data.public else data.public_share,
             "rows": len(public_rows),
-            "row_ids": [f"row{i}" for i in public_rows],
+            "row_ids": [ids[i] for i in public_rows],
         },
         "clients": truth_clients,
         "canaries": [],
