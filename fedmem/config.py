@@ -305,6 +305,9 @@ class SimulationConfig:
     num_cpus_per_client: float = option(1.0, "Ray CPUs per ClientApp")
     num_gpus_per_client: float = option(0.0, "Ray GPUs per ClientApp")
     torch_threads: int = option(1, "torch threads inside each ClientApp")
+    ray_address: str | None = option(
+        None, "an existing Ray cluster to run the ClientApps on (host:port of its head, e.g. one started with "
+        "`ray start --head`, or auto); None = a private Ray instance the run starts and stops")
 
     def __post_init__(self):
         check_fields(self, "simulation")

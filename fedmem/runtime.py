@@ -129,7 +129,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
     needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
     cpus = os.cpu_count() or 1
-    if cfg.strategy.name != "centralized" and cfg.simulation.num_cpus_per_client > cpus:
+    attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
+    if cfg.strategy.name != "centralized" and not attached and cfg.simulation.num_cpus_per_client > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
     data = federated_data(cfg)

@@ -13,6 +13,9 @@ def simulate(config_path: str, start_round: int = 0) -> None:
     """The experiment of a resolved config, from the start or (``start_round`` > 0) after that round."""
     cfg = load_config(config_path)
     sim = cfg.simulation
+    init_args = {"log_to_driver": True, "include_dashboard": False}
+    if sim.ray_address:  # attach: the cluster outlives the run; only the run's actors are stopped at its end
+        init_args["address"] = sim.ray_address
     run_simulation(
         server_app=make_server_app(config_path, start_round),
         client_app=make_client_app(config_path),
@@ -20,6 +23,6 @@ def simulate(config_path: str, start_round: int = 0) -> None:
         backend_name=sim.backend,
         backend_config={
             "client_resources": {"num_cpus": sim.num_cpus_per_client, "num_gpus": sim.num_gpus_per_client},
-            "init_args": {"log_to_driver": True, "include_dashboard": False},
+            "init_args": init_args,
         },
     )

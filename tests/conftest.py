@@ -39,6 +39,19 @@ FAST = [
 ]
 
 
+def ray_processes() -> set[int]:
+    """Ray's daemons and workers on this machine (pids): a run must leave none of its own behind."""
+    import psutil
+
+    names = ("raylet", "gcs_server", "ClientAppActor", "ray::", "dashboard", "log_monitor")
+    found = set()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if any(n in cmd for n in names):
+            found.add(p.info["pid"])
+    return found
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""

@@ -1,6 +1,7 @@
 """The real Flower simulation (Ray backend) on the tiny preset, FedProx/FedAvg equivalence, determinism."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from fedmem.experiment_config import from_dict
 from fedmem.runtime import client_round, fresh_lora_model, run_centralized
 from fedmem.model.load import adapter_state
 from fedmem.train import proximal_term, train_local
+from tests.conftest import ray_processes
 
 
 def _adapter(run_dir: Path, r: int) -> dict:
@@ -158,6 +160,7 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     from fedmem.experiment_config import write_config
     from server.server_app import FAILURE_FILE, RoundFailedError, make_server_app
 
+    before = ray_processes()
     cfg = from_dict(compose())
     Path(cfg.run_dir).mkdir(parents=True)
     path = Path(cfg.run_dir) / "config.yaml"
@@ -176,3 +179,5 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     assert "\n" not in failure  # the remote traceback is cut to its last line
     assert (Path(cfg.run_dir) / "round_0" / "report.json").exists()
     assert not (Path(cfg.run_dir) / "round_1").exists() and not (Path(cfg.run_dir) / "summary.json").exists()
+    time.sleep(2)  # Ray's daemons exit asynchronously after the shutdown
+    assert ray_processes() <= before, "the failed run left Ray processes behind"

@@ -3,6 +3,7 @@ ends with the same adapters and figures as an uninterrupted run of the same seed
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 import pytest
 from safetensors.torch import load_file
 
-from tests.conftest import FAST
+from tests.conftest import FAST, ray_processes
 
 RUN = [*FAST, "strategy.num_rounds=3", "audit.methods=[utility,pa]", "audit.pa.c=16"]
 
@@ -20,18 +21,6 @@ def _fedmem(*args, **kwargs):
     return [sys.executable, "-m", "fedmem.cli", *args]
 
 
-def _ray_processes() -> set[int]:
-    """Ray's daemons and workers on this machine (pids)."""
-    import psutil
-
-    names = ("raylet", "gcs_server", "ClientAppActor", "ray::", "dashboard", "log_monitor")
-    found = set()
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if any(n in cmd for n in names):
-            found.add(p.info["pid"])
-    return found
-
 
 def _report(run, r):
     return json.loads((run / f"round_{r}" / "report.json").read_text())
@@ -39,7 +28,7 @@ def _report(run, r):
 
 @pytest.mark.slow
 def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, cache_dir):
-    before = _ray_processes()
+    before = ray_processes()
     env = {**os.environ, "FEDMEM_CACHE": cache_dir}
     common = [*RUN, f"cache_dir={cache_dir}"]
     full, killed = tmp_path / "full", tmp_path / "killed"
@@ -55,7 +44,7 @@ def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, c
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver, Ray and its workers
     proc.wait(timeout=60)
     time.sleep(2)
-    assert _ray_processes() <= before, "the killed run left Ray processes behind"
+    assert ray_processes() <= before, "the killed run left Ray processes behind"
     assert json.loads((killed / "status.json").read_text())["status"] == "running"  # nothing marked it finished
     assert not (killed / "summary.json").exists()
 
@@ -74,7 +63,7 @@ def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, c
     curves = lambda run: json.loads((run / "summary.json").read_text())["curves"]  # noqa: E731
     assert curves(full) == curves(killed)
 
-    assert _ray_processes() <= before, "a finished run left Ray processes behind"
+    assert ray_processes() <= before, "a finished run left Ray processes behind"
     again = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "the run already finished" in again.stderr
 
@@ -84,3 +73,28 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path):
                           (["resume=" + str(tmp_path), "seed=1"], "takes no other overrides")]:
         proc = subprocess.run(_fedmem("run", *args), capture_output=True, text=True, timeout=300)
         assert proc.returncode == 2 and message in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_centralized_baseline_resumes_to_the_uninterrupted_result(tmp_path, cache_dir):
+    """What a kill during epoch 2 leaves (epochs 0-1 written, status running, no summary) resumes to the figures
+    and adapters of an uninterrupted centralized run of the same seed."""
+    env = {**os.environ, "FEDMEM_CACHE": cache_dir}
+    common = [*RUN, "strategy=centralized", "strategy.num_rounds=2", f"cache_dir={cache_dir}"]
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    for run in (full, cut):
+        subprocess.run(_fedmem("run", *common, f"hydra.run.dir={run}"), check=True, env=env, capture_output=True,
+                       timeout=600)
+    shutil.rmtree(cut / "round_2")
+    (cut / "summary.json").unlink()
+    (cut / "status.json").write_text(json.dumps({"status": "running", "rounds": 2}))
+
+    resumed = subprocess.run(_fedmem("run", f"resume={cut}"), env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "after round 1" in resumed.stdout
+    assert json.loads((cut / "status.json").read_text())["status"] == "finished"
+    for r in range(3):
+        a, b = (load_file(str(run / f"round_{r}/adapter/adapter_model.safetensors")) for run in (full, cut))
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), f"epoch {r}: adapters differ"
+        assert _report(full, r)["audit"] == _report(cut, r)["audit"], f"epoch {r}: audit figures differ"
+        assert _report(full, r)["train"] == _report(cut, r)["train"], f"epoch {r}: training logs differ"

@@ -1,0 +1,60 @@
+"""Scale-out as far as one machine shows it: `fedmem run` attaches to an existing Ray cluster (`ray start --head` on
+loopback), runs its clients there, finishes, and leaves the cluster running with none of the run's actors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST, ray_processes
+
+BIN = Path(sys.executable).parent
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (BIN / "ray").exists(), reason="needs Ray's CLI")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _actors() -> set[int]:
+    import psutil
+
+    return {p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
+            if "ClientAppActor" in " ".join(p.info["cmdline"] or [])}
+
+
+def test_a_run_attaches_to_an_existing_ray_cluster_and_leaves_it_running(tmp_path, cache_dir):
+    port = _free_port()
+    env = {**os.environ, "FEDMEM_CACHE": cache_dir, "RAY_USAGE_STATS_ENABLED": "0"}
+    before = ray_processes()
+    subprocess.run([str(BIN / "ray"), "start", "--head", "--port", str(port), "--num-cpus", "2",
+                    "--include-dashboard", "false", "--disable-usage-stats"],
+                   check=True, env=env, capture_output=True, timeout=120)
+    try:
+        cluster = ray_processes() - before  # the cluster's own daemons
+        run_dir = tmp_path / "run"
+        out = subprocess.run([sys.executable, "-m", "fedmem.cli", "run", *FAST, f"cache_dir={cache_dir}",
+                              f"simulation.ray_address=127.0.0.1:{port}", f"hydra.run.dir={run_dir}"],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert json.loads((run_dir / "status.json").read_text())["status"] == "finished"
+        assert (run_dir / "round_1" / "report.json").is_file()
+        time.sleep(2)
+        assert cluster <= ray_processes(), "the run stopped the cluster it attached to"
+        daemons = {p for p in ray_processes() - before - cluster if p not in _actors()}
+        assert not daemons, "the run started Ray daemons of its own instead of attaching"
+        assert not _actors() - before, "the run's ClientApp actors outlived it"
+        status = subprocess.run([str(BIN / "ray"), "status", "--address", f"127.0.0.1:{port}"], env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0 and "Active" in status.stdout
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
