@@ -55,7 +55,7 @@ flwr-run: install
 	@cfg=$$($(BIN)/fedmem resolve $(ARGS) | tail -1) && \
 	n=$$($(BIN)/python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['data']['num_clients'])" "$$cfg") && \
 	PATH="$(CURDIR)/$(BIN):$$PATH" FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \
-	  $(BIN)/flwr run . --run-config "config-path='$$cfg'" --federation-config "num-supernodes=$$n" --stream
+	  $(BIN)/python -m server.flwr_cli "$$cfg" -- --federation-config "num-supernodes=$$n"
 
 bench: install-dev
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

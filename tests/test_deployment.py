@@ -57,7 +57,7 @@ def _federation(tmp_path, cache_dir, *overrides):
              "--port", str(_free_port()), "--node-config", f"partition-id={i} num-partitions=3"],
             env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     out = subprocess.run([sys.executable, "-m", "fedmem.cli", "resolve", *FAST, f"cache_dir={cache_dir}",
-                          "data.num_clients=3", "strategy.num_rounds=2", "strategy.round_timeout=60", *overrides],
+                          "data.num_clients=3", "strategy.num_rounds=2", "strategy.round_timeout=25", *overrides],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True)
     return env, Path(out.stdout.strip().splitlines()[-1]), procs
 
@@ -75,7 +75,7 @@ def _run_losing_a_node(tmp_path, cache_dir, *overrides):
             assert time.time() - started < 300 and run.poll() is None, "round 0 was never audited"
             time.sleep(0.1)
         os.killpg(procs[3].pid, signal.SIGKILL)  # SuperNode of partition 2, lost during round 1
-        run.wait(timeout=400)  # bounded: the 60 s round timeout, then the rest of the run
+        run.wait(timeout=400)  # bounded: the 25 s round timeout, then the rest of the run
         return run_dir, time.time() - started
     finally:
         for p in [run, *procs]:
@@ -104,3 +104,35 @@ def test_a_lost_supernode_is_survived_with_a_lower_minimum(tmp_path, cache_dir):
         part = json.loads((run_dir / f"round_{r}" / "report.json").read_text())["participation"]
         assert part["trained"] == [0, 1] and part["sampled"] in (2, 3)
     assert seconds < 400
+
+
+def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
+    """Ctrl-C on `python -m server.flwr_cli` (what `make flwr-run` runs) stops the run on the SuperLink, not only the
+    log stream: no round is written after it, the SuperLink lists the run as stopped, status.json says stopped."""
+    env, cfg, procs = _federation(tmp_path, cache_dir, "strategy.num_rounds=50")
+    run_dir = cfg.parent
+    repo = Path(__file__).resolve().parents[1]
+    cli = subprocess.Popen([sys.executable, "-m", "server.flwr_cli", str(cfg), "loop"], env=env, cwd=repo,
+                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        started = time.time()
+        while not (run_dir / "round_1" / "report.json").is_file():
+            assert time.time() - started < 300 and cli.poll() is None, "round 1 was never audited"
+            time.sleep(0.1)
+        os.kill(cli.pid, signal.SIGINT)
+        out, _ = cli.communicate(timeout=180)
+        assert cli.returncode == 130, out[-2000:]
+        assert json.loads((run_dir / "status.json").read_text())["status"] == "stopped"
+        written = sorted(run_dir.glob("round_*/report.json"))
+        time.sleep(15)  # a run still going would write its next round in a few seconds
+        assert sorted(run_dir.glob("round_*/report.json")) == written and len(written) < 51
+        ls = subprocess.run([str(BIN / "flwr"), "ls", "loop", "--format", "json"], env=env, capture_output=True,
+                            text=True, timeout=60)
+        assert "finished:stopped" in ls.stdout, ls.stdout[-2000:]
+    finally:
+        for p in [cli, *procs]:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(tmp_path / "flwr-home", ignore_errors=True)

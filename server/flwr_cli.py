@@ -1,0 +1,71 @@
+"""An experiment through Flower's own CLI (the Deployment Engine, or its local simulation), stoppable from here.
+
+    python -m server.flwr_cli <resolved config.yaml> [superlink] [-- extra `flwr run` options]
+
+`make flwr-run` uses it. ``flwr run --stream`` only follows a run's logs: stopping that command leaves the run going
+on the SuperLink. This wrapper starts the run, passes its logs through, and on Ctrl-C or SIGTERM asks the SuperLink
+to stop the run (``flwr stop``) and marks the run directory's ``status.json`` stopped.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from fedmem.io import atomic_write_json
+
+STARTED = re.compile(r"Successfully started run (\d+)")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _flwr() -> str:
+    beside = Path(sys.executable).parent / "flwr"
+    return str(beside) if beside.exists() else (shutil.which("flwr") or "flwr")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    if not 1 <= len(args) <= 2:
+        print("usage: python -m server.flwr_cli <resolved config.yaml> [superlink] [-- flwr run options]",
+              file=sys.stderr)
+        return 2
+    config, superlink = args[0], args[1:]
+    run_dir = Path(yaml.safe_load(Path(config).read_text())["run_dir"])
+    cmd = [_flwr(), "run", str(REPO), *superlink, "--run-config", f"config-path='{Path(config).resolve()}'", *extra,
+           "--stream"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    run_id = None
+    try:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            match = STARTED.search(line)
+            if match and run_id is None:
+                run_id = match.group(1)
+        return proc.wait()
+    except KeyboardInterrupt:
+        if run_id is not None:
+            subprocess.run([_flwr(), "stop", run_id, *superlink], capture_output=True, text=True, timeout=120)
+            atomic_write_json(run_dir / "status.json",
+                              {"status": "stopped", "error": f"stopped by the user: flwr stop {run_id}"})
+        proc.terminate()
+        proc.wait(timeout=60)
+        print(f"fedmem: run {run_id} stopped; {run_dir}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
