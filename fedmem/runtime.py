@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
-from fedmem.experiment_config import ExperimentConfig
+from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
 from fedmem.train import tokenize_examples, train_local
 
@@ -133,6 +133,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     if cfg.strategy.name != "centralized" and not attached and cfg.simulation.num_cpus_per_client > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
+    for name, method_cfg in method_configs(cfg).items():
+        AUDIT_METHODS[name].preflight(method_cfg)
     data = federated_data(cfg)
     _, tokenizer, where = base_model(cfg)
     run, configs = audit_pool(cfg, data, tokenizer)

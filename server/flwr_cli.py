@@ -57,14 +57,26 @@ def main(argv: list[str] | None = None) -> int:
                 run_id = match.group(1)
         return proc.wait()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
+        stopped = False
         if run_id is not None:
-            subprocess.run([_flwr(), "stop", run_id, *superlink], capture_output=True, text=True, timeout=120)
-            atomic_write_json(run_dir / "status.json",
-                              {"status": "stopped", "error": f"stopped by the user: flwr stop {run_id}"})
+            try:
+                stop = subprocess.run([_flwr(), "stop", run_id, *superlink], capture_output=True, text=True,
+                                      timeout=60)
+                stopped = stop.returncode == 0
+            except subprocess.TimeoutExpired:
+                pass
+            if stopped:
+                atomic_write_json(run_dir / "status.json",
+                                  {"status": "stopped", "error": f"stopped by the user: flwr stop {run_id}"})
         proc.terminate()
-        proc.wait(timeout=60)
-        print(f"fedmem: run {run_id} stopped; {run_dir}", file=sys.stderr)
-        return 130
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        what = "stopped" if stopped else f"could not be stopped (try: flwr stop {run_id})"
+        print(f"fedmem: run {run_id} {what}; {run_dir}", file=sys.stderr)
+        return 130 if stopped else 1
 
 
 if __name__ == "__main__":

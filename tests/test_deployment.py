@@ -112,16 +112,17 @@ def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
     env, cfg, procs = _federation(tmp_path, cache_dir, "strategy.num_rounds=50")
     run_dir = cfg.parent
     repo = Path(__file__).resolve().parents[1]
+    log = open(tmp_path / "flwr_cli.log", "w")  # a file, not a pipe: an unread pipe would block the wrapper
     cli = subprocess.Popen([sys.executable, "-m", "server.flwr_cli", str(cfg), "loop"], env=env, cwd=repo,
-                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           start_new_session=True, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         started = time.time()
         while not (run_dir / "round_1" / "report.json").is_file():
             assert time.time() - started < 300 and cli.poll() is None, "round 1 was never audited"
             time.sleep(0.1)
         os.kill(cli.pid, signal.SIGINT)
-        out, _ = cli.communicate(timeout=180)
-        assert cli.returncode == 130, out[-2000:]
+        cli.wait(timeout=180)
+        assert cli.returncode == 130, (tmp_path / "flwr_cli.log").read_text()[-2000:]
         assert json.loads((run_dir / "status.json").read_text())["status"] == "stopped"
         written = sorted(run_dir.glob("round_*/report.json"))
         time.sleep(15)  # a run still going would write its next round in a few seconds
@@ -130,6 +131,7 @@ def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
                             text=True, timeout=60)
         assert "finished:stopped" in ls.stdout, ls.stdout[-2000:]
     finally:
+        log.close()
         for p in [cli, *procs]:
             try:
                 os.killpg(p.pid, signal.SIGKILL)

@@ -156,6 +156,11 @@ class AuditMethod:
         before anything is loaded or trained. Raise ValueError naming the key."""
 
     @classmethod
+    def preflight(cls, cfg: Any) -> None:
+        """Checks of what lies outside the config (a server the method needs), run once by the driver before a run
+        directory exists, never in the clients. Raise ValueError naming the key."""
+
+    @classmethod
     def samples_needed(cls, cfg: Any) -> dict[str, int]:
         """Prepared samples per client this method audits, by split ("train", "test"): the auditor refuses a
         config whose pool (``audit.samples_per_client``, ``audit.test_per_client``) is smaller."""

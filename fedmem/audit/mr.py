@@ -58,7 +58,7 @@ class MemorizationRatio(AuditMethod):
     Config = MRConfig
 
     @classmethod
-    def check(cls, cfg: MRConfig, experiment) -> None:
+    def preflight(cls, cfg: MRConfig) -> None:
         if cfg.index.backend == "elasticsearch":  # reachable before a run directory exists or Ray starts
             elasticsearch_client(cfg.index, timeout=10)
 
