@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
+    # Installed explicitly: a process started in the background inherits SIGINT ignored, and Ctrl-C must still stop
+    # the run rather than leave it going.
+    signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)
     run_id = None
     try:

@@ -62,6 +62,16 @@ def _federation(tmp_path, cache_dir, *overrides):
     return env, Path(out.stdout.strip().splitlines()[-1]), procs
 
 
+def _tear_down(tmp_path, processes) -> None:
+    """Kill every process group the test started and forget the federation's Flower home."""
+    for p in processes:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(tmp_path / "flwr-home", ignore_errors=True)
+
+
 def _run_losing_a_node(tmp_path, cache_dir, *overrides):
     env, cfg, procs = _federation(tmp_path, cache_dir, *overrides)
     run_dir = cfg.parent
@@ -78,12 +88,7 @@ def _run_losing_a_node(tmp_path, cache_dir, *overrides):
         run.wait(timeout=400)  # bounded: the 25 s round timeout, then the rest of the run
         return run_dir, time.time() - started
     finally:
-        for p in [run, *procs]:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(tmp_path / "flwr-home", ignore_errors=True)
+        _tear_down(tmp_path, [run, *procs])
 
 
 def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
@@ -132,9 +137,4 @@ def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
         assert "finished:stopped" in ls.stdout, ls.stdout[-2000:]
     finally:
         log.close()
-        for p in [cli, *procs]:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(tmp_path / "flwr-home", ignore_errors=True)
+        _tear_down(tmp_path, [cli, *procs])
