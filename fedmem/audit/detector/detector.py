@@ -23,10 +23,9 @@ helper (collect every answer, also on errors).
 
 Memory and repeated work: a batch is typed in chunks of ``CHUNK_PAIRS`` pairs, so a paper-scale round (hundreds
 of thousands of pairs) holds one chunk's seeding arrays at a time. What a text or sentence yields on its own is
-kept across chunks and calls, so a run's suffixes, which recur in every chunk and every round, are preprocessed,
-tagged and embedded once: the sentences and stems of each text, the entities of each lowercased sentence, and
-(in the scorer) each sentence's embedding. The caches are bounded: each is emptied when it passes
-``CACHE_ENTRIES``.
+kept across chunks and calls (:mod:`.cache`), so a run's suffixes, which recur in every chunk and every round, are
+preprocessed, tagged and embedded once: the sentences and stems of each text, the entities of each lowercased
+sentence, and (in the scorer) each sentence's embedding.
 
 The outcome of a pair depends only on the pair: each text is preprocessed on its own, terms are numbered in
 lexicographic order, the seeding sums run in the same order in any batch, and the models see each sentence /
@@ -42,6 +41,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
+from .cache import memoized
 from .config import NONE, DetectorConfig
 from .ner import entities_match, ner_workers, parallel_entity_sets, require_ner
 from .paraphrase import build_scorer
@@ -51,7 +51,6 @@ from .verbatim import verbatim_spans
 
 STAGES = ("preprocess", "seeding", "align", "ner", "paraphrase")
 CHUNK_PAIRS = 20_000  # pairs typed together: bounds the seeding arrays (tens of bytes per entry of each pair)
-CACHE_ENTRIES = 200_000  # texts (or sentences) kept per cache before it is emptied
 
 
 @dataclass(frozen=True)
@@ -128,19 +127,12 @@ class PlagiarismDetector:
             results += self._detect_chunk(pairs[start : start + CHUNK_PAIRS])
         return results
 
-    def _text_units(self, text: str):
-        units = self._units.get(text)
-        if units is None:
-            if len(self._units) >= CACHE_ENTRIES:
-                self._units.clear()
-            units = self._units[text] = self.preprocessor.units(text)
-        return units
-
     def _detect_chunk(self, pairs: list[tuple[str, str]]) -> list[Detection]:
         cfg = self.cfg
         clock = time.perf_counter()
         distinct = list(dict.fromkeys(t for pair in pairs for t in pair))
-        prepared = dict(zip(distinct, vectorize([self._text_units(t) for t in distinct])))
+        memoized(self._units, distinct, lambda texts: [self.preprocessor.units(t) for t in texts])
+        prepared = dict(zip(distinct, vectorize([self._units[t] for t in distinct])))
         clock = self._tick("preprocess", clock)
 
         prepped_pairs = [(prepared[g], prepared[s]) for g, s in pairs]
@@ -206,12 +198,9 @@ class PlagiarismDetector:
         if not self.cfg.entity_gate:
             return dict.fromkeys(pairs, True)
         ents = self._entities
-        todo = [s for s in dict.fromkeys(s.lower() for pair in pairs for s in pair) if s not in ents]
-        if len(ents) + len(todo) > CACHE_ENTRIES:
-            ents.clear()
-            todo = list(dict.fromkeys(s.lower() for pair in pairs for s in pair))
-        ents.update(zip(todo, parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers)))
-        self.counts["ner_units"] += len(todo)
+        tagged = memoized(ents, (s.lower() for pair in pairs for s in pair),
+                          lambda todo: parallel_entity_sets(self.cfg.ner_model, todo, self.cfg.ner_workers))
+        self.counts["ner_units"] += len(tagged)
         return {(a, b): entities_match(ents[a.lower()], ents[b.lower()]) for a, b in pairs}
 
     def _paraphrase(self, pending: dict[int, _Pending], gate: dict[tuple[str, str], bool]) -> dict[int, Detection]:

@@ -38,10 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .cache import memoized
+
 MINILM_MIDPOINT = 0.75
 MINILM_SLOPE = 20.0
 MINILM_MAX_TOKENS = 256  # sentence_bert_config.json of the package
-CACHE_ENTRIES = 200_000  # embeddings kept per scorer before the cache is emptied (384 floats each)
 
 
 class MissingAssetError(RuntimeError):
@@ -134,15 +135,11 @@ class MiniLMScorer:
 
     def embed(self, sentences: list[str], dtype: str | None = None) -> np.ndarray:
         """L2-normalised mean-pooled embeddings (the sentence-transformers recipe of the package); each sentence
-        is embedded once per scorer (kept until the cache passes ``CACHE_ENTRIES`` sentences)."""
-        dtype = dtype or self.dtype
-        missing = [s for s in dict.fromkeys(sentences) if (s, dtype) not in self._cache]
-        if len(self._cache) + len(missing) > CACHE_ENTRIES:
-            self._cache.clear()
-            missing = list(dict.fromkeys(sentences))
-        self._cache.update(((s, dtype), e) for s, e in zip(missing, self._embed(missing, dtype)))
+        is embedded once per scorer (:mod:`.cache`)."""
         if not sentences:
             return np.zeros((0, 384), dtype=np.float32)
+        dtype = dtype or self.dtype
+        memoized(self._cache, ((s, dtype) for s in sentences), lambda keys: self._embed([s for s, _ in keys], dtype))
         return np.stack([self._cache[(s, dtype)] for s in sentences])
 
     def _embed(self, sentences: list[str], dtype: str) -> np.ndarray:
