@@ -86,7 +86,7 @@ def main() -> None:
     t0 = time.perf_counter()
     section = method.audit(ctx)
     audit_s = time.perf_counter() - t0
-    tm = section["timings_s"]
+    tm = section["seconds"]
     n_samples = section["n_members"] + section["n_nonmembers"]
     total = build_s + audit_s
     gen_tokens = tm["generations"] * args.suffix

@@ -82,13 +82,12 @@ class Auditor:
                 if stages:
                     timings[f"{name}_stages"] = stages
                 bar.advance()
-        if (self.run.ground_truth or {}).get("canaries"):
-            sections["ground_truth_scores"] = score_against_truth(self.methods, sections)
+        truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(
-            out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods,
-            elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation,
+            out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods, self.run,
+            elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation, truth=truth,
         )
         self.history.append(report)
         self._last_end = time.perf_counter()

@@ -78,7 +78,8 @@ def save_figure(fig, path, dpi: int = 100) -> str:
 
     path = Path(path)
     try:
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:  # figures laid out by matplotlib's constrained engine keep theirs
+            fig.tight_layout()
         with atomic_path(path, suffix=path.suffix) as tmp:
             fig.savefig(tmp, dpi=dpi)
     finally:

@@ -48,7 +48,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert sec["inter"]["any"] == 0.0
     assert sec["total"]["any"] == pytest.approx(1 / 6) and sec["setting"] == "fl"  # union over all 6 prefixes
     assert "Lucene 9" in sec["reference"]["retrieval"] and "per sentence pair" in sec["reference"]["detector"]
-    assert sec["incoherent_dropped"] == {0: 0, 1: 1}
+    assert sec["incoherent_dropped"] == [0, 1]  # per client, in the order of sec["clients"]
     assert sec["headline"]["total"] == pytest.approx(1 / 6)
     assert sec["headline"]["intra_minus_inter"] == pytest.approx(w0 / 3)  # what a sweep table averages
     stages = sec["seconds"]  # stage timings, which the auditor moves out of the section into the report's timings
@@ -59,13 +59,41 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert len(recs) == 5  # the incoherent generation is dropped
     hit = [r for r in recs if r["matches"]]
     assert len(hit) == 1 and hit[0]["prefix"] == prefixes[0].id
-    assert [run.train[0][1].id, "verbatim"] in hit[0]["matches"]
+    match = next(m for m in hit[0]["matches"] if m["suffix"] == run.train[0][1].id)
+    assert match["client"] == 0 and match["category"] == "verbatim" and match["spans"]
+    g0, g1, s0, s1 = match["spans"][0]  # the aligned passages: the copied suffix inside the generation
+    assert texts[0][g0:g1].split() == target[s0:s1].split() and s1 - s0 > len(target) // 2
+    assert "generation" not in hit[0] and "suffix_text" not in match  # no text without audit.reveal_text
+    assert sec["examples"] == []
     pngs = method.render(sec, str(tmp_path))
-    assert all((tmp_path / f).stat().st_size > 0 for _, f in pngs)
+    assert [f for _, f in pngs] == ["mr_heatmaps.png"] and (tmp_path / "mr_heatmaps.png").stat().st_size > 0
     md = method.markdown(sec)
-    assert "MR(j→k)" in md and "MR_TotalFL %" in md
-    assert "Incoherent generations dropped: 1 (client 0: 0, client 1: 1)" in md
-    assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:.2f} ± " in md  # client 0 hits itself once, nobody else
+    assert "MR(j→k)" in md and "MR_TotalFL |" in md
+    assert "Incoherent generations dropped: 1 (0: 0, 1: 1)" in md
+    assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:+.1f} pts [" in md  # client 0 hits itself once, nobody else
+
+
+def test_revealed_text_reaches_records_and_examples(parts, tmp_path):
+    import dataclasses
+
+    tok, model, run = parts
+    run = dataclasses.replace(run, reveal_text=True)
+    method = MemorizationRatio(MRConfig(n=3, examples_per_pair=1), run)
+    target = run.train[1][2].suffix_text
+    texts = ["Completely different words about weather and trains today."] * 6
+    texts[0] = texts[1] = "Well: " + target  # two prefixes of client 0 copy a client-1 suffix
+    sec = audit_with_generations(method, run, model, tok, texts, tmp_path)
+    assert sec["matrix"]["verbatim"][0] == [0.0, pytest.approx(2 / 3)]
+    # one example per category and client pair: the second copy of the same pair is left out
+    keys = [(e["category"], e["prefix_client"], e["suffix_client"]) for e in sec["examples"]]
+    assert ("verbatim", 0, 1) in keys and len(keys) == len(set(keys))
+    e = sec["examples"][keys.index(("verbatim", 0, 1))]
+    assert e["generation"] == texts[0] and e["suffix"] == target and e["prefix"] == run.train[0][0].prefix_text
+    with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
+        rec = json.loads(f.readline())
+    assert rec["generation"] == texts[0] and rec["prefix_text"] == run.train[0][0].prefix_text
+    assert target in [m["suffix_text"] for m in rec["matches"]]
+    assert "| verbatim | 0 → 1 |" in method.markdown(sec)
 
 
 def test_cl_label_reports_total_cl(parts, tmp_path):
@@ -74,7 +102,7 @@ def test_cl_label_reports_total_cl(parts, tmp_path):
     ctx = RoundContext(run=run, round=0, model=model, label="cl")
     sec = method.audit(ctx)  # real generation by the untrained tiny model
     assert sec["setting"] == "cl" and set(sec["total"]) == set(sec["intra"])  # same keys in FL and CL reports
-    assert "MR_TotalCL %" in method.markdown(sec)
+    assert "MR_TotalCL |" in method.markdown(sec)
     assert all(0.0 <= v <= 1.0 for row in sec["matrix"]["any"] for v in row)
     assert sum(sec["n"]) == 4
 

@@ -84,7 +84,7 @@ def test_all_generations_go_through_one_batched_call(audited):
     for si, s in enumerate(method.samples):
         assert prompts[si * 6] == tuple(s.prompt_ids)
         assert all(prompts[si * 6 + j] != tuple(s.prompt_ids) for j in range(1, 6))
-    assert section["timings_s"]["generations"] == n_samples * 6 * 4
+    assert section["seconds"]["generations"] == n_samples * 6 * 4
 
 
 def test_memorized_members_are_more_sensitive_than_non_members(audited):
@@ -114,7 +114,8 @@ def test_section_structure_and_counts_are_consistent(audited):
         for side, is_member in (("members", True), ("nonmembers", False)):
             overall = c["overall"][side]
             assert overall["total"] == N_CLIENTS * N
-            assert overall["memorized"] == sum(c["per_client"][str(k)][side]["memorized"] for k in range(N_CLIENTS))
+            assert overall["memorized"] == sum(r[side]["memorized"] for r in c["per_client"])
+            assert [r["client"] for r in c["per_client"]] == list(range(N_CLIENTS))
             flagged = sum(1 for s in samples if s["member"] == is_member and s[method.cfg.score] > c["alpha"])
             assert overall["memorized"] == flagged
     for name in ("gfd", "falloff", "expected_drop"):
@@ -127,21 +128,21 @@ def test_section_structure_and_counts_are_consistent(audited):
     for side in ("members", "nonmembers"):
         r = t4[side]
         assert r["pearl_only"] + r["mia_only"] + r["both"] + r["neither"] == r["n"] == N_CLIENTS * N
-        assert r["intersection_pct"] == pytest.approx(100 * r["both"] / r["n"])
+        assert r["both_rate"] == pytest.approx(r["both"] / r["n"])
     assert sum(s["memorized"] for s in samples if s["member"]) == t4["members"]["pearl_only"] + t4["members"]["both"]
     for s in samples:
         assert 0 <= s["gfd"] <= 1 and s["expected_drop"] >= 0 and len(s["m"]) == 6
     gt = section["ground_truth"]  # the first train sample of each client carries a canary tag
     assert gt["canary_copies=4"]["n"] == N_CLIENTS and gt["plain"]["n"] == N_CLIENTS * (N - 1)
-    with open(os.path.join(out_dir, section["tables_file"])) as f:
-        tables = json.load(f)
-    assert np.array(tables["performance"]).shape == (2 * N_CLIENTS * N, 6, 4)
+    assert section["headline"]["tpr"] == section["calibration"]["tpr"]
+    assert section["headline"]["members_flagged"] == section["counts"]["calibrated"]["overall"]["members"]["memorized"]
+    assert np.array(section["tables"]["performance"]).shape == (2 * N_CLIENTS * N, 6, 4)
 
 
 def test_render_and_markdown(audited, tmp_path):
     method, _, section, _, _ = audited
     files = method.render(section, str(tmp_path))
-    assert [f for _, f in files] == ["pearl_fl_fpr.png", "pearl_fl_hist.png"]
+    assert [f for _, f in files] == ["pearl_fpr.png", "pearl_hist.png"]
     for _, f in files:
         with open(tmp_path / f, "rb") as fh:
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -275,9 +275,9 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     sec = method.audit(RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path)))
 
     assert sec["config"]["m"] == 1e-2 and sec["config"]["n_source"] == "calibrated"
-    assert sec["overall"]["audited"] == 10 == sum(v["audited"] for v in sec["per_client"].values())
+    assert sec["overall"]["audited"] == 10 == sum(v["audited"] for v in sec["per_client"])
     for key in ("extractable", "pa_memorized"):
-        assert sec["overall"][key] == sum(v[key] for v in sec["per_client"].values())
+        assert sec["overall"][key] == sum(v[key] for v in sec["per_client"])
     assert sum(sec["histogram_log10_ratio"]["all"]) == 10
     ratios = [e["log10_ratio"] for e in sec["top"]]
     assert ratios == sorted(ratios, reverse=True) and len(sec["top"]) == 3

@@ -64,6 +64,12 @@ class AuditRun:
     def clients(self) -> list[int]:
         return sorted(self.train)
 
+    @property
+    def client_names(self) -> dict[int, str]:
+        """Each client's name for the reports: the data's own (a specialty, a partition group), else its number."""
+        named = {c.get("client"): str(c["name"]) for c in self.ground_truth.get("clients", []) if c.get("name")}
+        return {c: named.get(c, str(c)) for c in self.clients}
+
     def redact(self, text: str) -> str:
         """Text for a report: itself only with ``reveal_text``, else a short hash and the length."""
         if self.reveal_text:
@@ -135,16 +141,30 @@ class RoundContext:
         return self.run.tokenizer.decode(ids, skip_special_tokens=True)
 
 
+@dataclass(frozen=True)
+class Panel:
+    """One plot of the run page: headline figures of a method over rounds. ``figures`` maps a headline key to its
+    legend label; a key ``<figure>_ci95`` beside a figure in the headline draws its 95% interval as a band."""
+
+    title: str
+    y_label: str
+    figures: dict[str, str]
+    percent: bool = True  # rates (fractions) shown in percent
+
+
 class AuditMethod:
     """An audit method: a config class, ``audit(ctx)`` per round, and optional hooks with neutral defaults.
 
     Nothing outside a method knows its internals: the auditor builds it from its validated ``Config``, calls
     ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, renders its
-    section for the human report, and calls ``close`` at the end of the run.
+    section for the human report, and calls ``close`` at the end of the run. Every section has the same outer
+    shape (``config``, ``headline``, then the method's own figures; see ``fedmem/report.schema.json``).
     """
 
     name: ClassVar[str] = ""
     Config: ClassVar[type] = dict
+    title: ClassVar[str] = ""  # the section's heading in the human reports
+    panels: ClassVar[tuple[Panel, ...]] = ()  # the run page's plots over rounds
 
     def __init__(self, cfg: Any, run: AuditRun):
         self.cfg = cfg
@@ -189,6 +209,15 @@ class AuditMethod:
     def markdown(self, section: dict[str, Any]) -> str:
         """A short Markdown summary of the section for the human report."""
         return ""
+
+    def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
+        """The run page's answer from this method (Markdown): what the last audited round says, and how it moved
+        since the first (round 0, the model before fine-tuning, in a training run)."""
+        return ""
+
+    def render_run(self, rounds: list[int], sections: list[dict[str, Any]], out_dir: str) -> list[tuple[str, str]]:
+        """Plots over all rounds for the run page beyond its ``panels`` (title, file name relative to out_dir)."""
+        return []
 
     def close(self) -> None:
         """Release what the method holds beyond the run (e.g. the Elasticsearch indices it created)."""

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from fedmem.audit.base import AuditMethod, AuditRun, RoundContext, register
+from fedmem.audit.base import AuditMethod, AuditRun, Panel, RoundContext, register
 from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
 from fedmem.audit.mr_stats import mr_figures
 from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client, query_terms, suffix_index
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import build_section, check_fields, option, positive, section
+from fedmem.fmt import pct_ci, pts_ci, scale_ceiling
 from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 
 
@@ -29,6 +30,7 @@ class MRConfig:
     detector: DetectorConfig = section(DetectorConfig, "PAN2014 detector (DetectorConfig fields)")
     drop_incoherent: bool = option(True, "drop generations repeating a 3-gram >= 10x")
     records: bool = option(True, "write per-prefix records to round_<r>/mr_records.jsonl.gz")
+    examples_per_pair: int = option(2, "examples per category and client pair in the report (with audit.reveal_text)")
 
     def __post_init__(self):
         if isinstance(self.index, dict):
@@ -37,6 +39,8 @@ class MRConfig:
             self.detector = build_section(DetectorConfig, self.detector, "audit.mr.detector")
         check_fields(self, "audit.mr")
         positive(self, "audit.mr", "n", "top_k")
+        if self.examples_per_pair < 0:
+            raise ValueError(f"audit.mr.examples_per_pair must be >= 0, got {self.examples_per_pair}")
 
 
 class Stopwatch:
@@ -52,10 +56,20 @@ class Stopwatch:
         self._last = now
 
 
+def _cell_text(text: str) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 @register
 class MemorizationRatio(AuditMethod):
     name = "mr"
     Config = MRConfig
+    title = "Cross-client memorization ratio (MR)"
+    panels = (
+        Panel("MR_Intra and MR_Inter (any category)", "MR %", {"intra": "MR_Intra", "inter": "MR_Inter"}),
+        Panel("MR_Total by category", "MR_Total %", {"total": "any", **{f"{c}_total": c for c in CATEGORIES}}),
+    )
 
     @classmethod
     def preflight(cls, cfg: MRConfig) -> None:
@@ -133,18 +147,26 @@ class MemorizationRatio(AuditMethod):
             if det.category in CATEGORIES:
                 hits[det.category][i].add(k)
                 hits["any"][i].add(k)
-                matched[i].append([self.samples[k][doc].id, det.category])
+                matched[i].append((k, doc, det))
         # dropped generations stay in the denominators: they are sampled prefixes that induced nothing
         prefix_clients = [s.client for s, _ in keep] + [c for c in clients for _ in range(dropped[c])]
         pad = [set() for _ in range(sum(dropped.values()))]
         figures = {cat: mr_figures(prefix_clients, h + pad, run.train_sizes) for cat, h in hits.items()}
-        any_ = figures["any"]
+        any_, unc = figures["any"], figures["any"]["uncertainty"]
+        headline = {"intra": any_["intra"], "intra_ci95": unc["intra"]["ci95"],
+                    "inter": any_["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
+                    "total": any_["total"], "total_ci95": unc["total"]["ci95"]}
+        if any_["intra_minus_inter"]:  # a sweep's tables average it over seeds; its standard error is in the section
+            headline |= {"intra_minus_inter": any_["intra_minus_inter"]["diff"],
+                         "intra_minus_inter_ci95": any_["intra_minus_inter"]["ci95"]}
+        for c in CATEGORIES:
+            headline |= {f"{c}_total": figures[c]["total"], f"{c}_total_ci95": figures[c]["uncertainty"]["total"]["ci95"]}
         section = {
+            "config": asdict(self.cfg),
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
             "setting": ctx.label,
             "reference": self.reference,
-            "headline": {"intra": any_["intra"], "inter": any_["inter"], "total": any_["total"],
-                         **{f"{c}_total": figures[c]["total"] for c in CATEGORIES}},
+            "headline": headline,
             "clients": any_["clients"],
             "n": any_["n"],
             "weights": any_["weights"],
@@ -155,15 +177,14 @@ class MemorizationRatio(AuditMethod):
             "uncertainty": {cat: f["uncertainty"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
-            "incoherent_dropped": dropped,
+            "incoherent_dropped": [dropped[c] for c in clients],
             "pairs_checked": len(pairs),
             "ground_truth": self._ground_truth(keep, hits),
+            "examples": self._examples(keep, matched),
             "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
                         for i, (s, _) in enumerate(keep)],
         }
-        if any_["intra_minus_inter"]:  # a sweep's tables average it over seeds; its standard error is in the section
-            section["headline"]["intra_minus_inter"] = any_["intra_minus_inter"]["diff"]
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, keep, hits, matched)
         clock.lap("figures")
@@ -194,71 +215,166 @@ class MemorizationRatio(AuditMethod):
                 row["inter"] += bool(hits["any"][i] - {s.client})
         return out
 
+    def _examples(self, keep, matched) -> list[dict]:
+        """Up to ``examples_per_pair`` detected pairs per category and (prefix client, suffix client), with their
+        text: only with ``audit.reveal_text`` (a redacted example says nothing a reader can check)."""
+        if not self.run.reveal_text or not self.cfg.examples_per_pair:
+            return []
+        out, taken = [], {}
+        for i, (s, gen) in enumerate(keep):
+            for k, doc, det in matched[i]:
+                key = (det.category, s.client, k)
+                if taken.get(key, 0) < self.cfg.examples_per_pair:
+                    taken[key] = taken.get(key, 0) + 1
+                    out.append({"category": det.category, "prefix_client": s.client, "suffix_client": k,
+                                "prefix_id": s.id, "suffix_id": self.samples[k][doc].id, "prefix": s.prefix_text,
+                                "generation": gen, "suffix": self.samples[k][doc].suffix_text})
+        order = {c: n for n, c in enumerate(CATEGORIES)}
+        return sorted(out, key=lambda e: (order[e["category"]], e["prefix_client"], e["suffix_client"]))
+
     def _write_records(self, out_dir: str, keep, hits, matched) -> None:
+        """One line per audited prefix: what it hit, with each match's aligned spans (character offsets
+        ``[generation start, end, suffix start, end]``); with ``audit.reveal_text`` also the prefix, the generation
+        and every matched suffix, so a reader can see what the model produced and what it matched."""
+        reveal = self.run.reveal_text
+
+        def match(k, doc, det) -> dict:
+            suffix = self.samples[k][doc]
+            row = {"suffix": suffix.id, "client": k, "category": det.category,
+                   "spans": [[c.src_start, c.src_end, c.susp_start, c.susp_end] for c in det.cases]}
+            return row | ({"suffix_text": suffix.suffix_text} if reveal else {})
+
         atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"), (
-            {"prefix": s.id, "client": s.client, "matches": matched[i],
+            {"prefix": s.id, "client": s.client,
+             **({"prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
+             "matches": [match(*m) for m in matched[i]],
              "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
-            for i, (s, _) in enumerate(keep)))
+            for i, (s, gen) in enumerate(keep)))
 
     def truth_rows(self, section: dict) -> list[dict]:
         return [{"tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
                  "decision": bool(s["hit_own"])} for s in section.get("samples", [])]
 
+    def _heatmap(self, ax, m: list[list[float]], clients: list[int], vmax: float, title: str):
+        """One MR(j→k) matrix in percent on a colour scale from 0 to ``vmax`` (shared by the heatmaps it is shown
+        beside), client names on both axes, each cell's value in a colour readable on its shade."""
+        names = [self.run.client_names.get(c, str(c)) for c in clients]
+        im = ax.imshow([[100 * v for v in row] for row in m], cmap="Reds", vmin=0, vmax=100 * vmax)
+        for j, row in enumerate(m):
+            for k, v in enumerate(row):
+                ax.text(k, j, f"{100 * v:.1f}", ha="center", va="center", fontsize=8,
+                        color="white" if v > 0.6 * vmax else "black")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.set_xlabel("suffix client k", fontsize=8)
+        ax.set_ylabel("prefix client j", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        return im
+
     def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
+        """The round's MR(j→k) heatmaps: any category, and each category with a hit (an all-zero one is stated in
+        the text instead)."""
+        plt = pyplot()
+        cats = [c for c in ("any", *CATEGORIES) if any(v for row in section["matrix"][c] for v in row)]
+        if not cats:
+            return []
+        fig, axes = plt.subplots(1, len(cats), figsize=(3.3 * len(cats), 3.4), squeeze=False, layout="constrained")
+        for ax, cat in zip(axes[0], cats):
+            m = section["matrix"][cat]
+            im = self._heatmap(ax, m, section["clients"], scale_ceiling(max(map(max, m))), cat)
+        fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03, label="MR(j→k) %")
+        return [("MR(j→k) per category, %", save_figure(fig, os.path.join(out_dir, "mr_heatmaps.png"), dpi=90))]
+
+    def render_run(self, rounds: list[int], sections: list[dict], out_dir: str) -> list[tuple[str, str]]:
+        """Per category with a hit in any round: MR(j→k) at every round, on one colour scale."""
         plt = pyplot()
         out = []
         for cat in ("any", *CATEGORIES):
-            m = section["matrix"][cat]
-            fig, ax = plt.subplots(figsize=(3.6, 3.2))
-            im = ax.imshow(m, cmap="Reds", vmin=0, vmax=max(0.01, max(max(r) for r in m)))
-            for j, row in enumerate(m):
-                for k, v in enumerate(row):
-                    ax.text(k, j, f"{100 * v:.1f}", ha="center", va="center", fontsize=8)
-            ax.set_xlabel("k (suffix client)")
-            ax.set_ylabel("j (prefix client)")
-            ax.set_title(f"MR(j→k) %, {cat}", fontsize=9)
-            fig.colorbar(im, ax=ax, fraction=0.046)
-            out.append((f"MR {cat}", save_figure(fig, os.path.join(out_dir, f"mr_{cat}.png"), dpi=90)))
+            peak = max(v for sec in sections for row in sec["matrix"][cat] for v in row)
+            if not peak:
+                continue
+            vmax = scale_ceiling(peak)
+            fig, axes = plt.subplots(1, len(rounds), figsize=(2.9 * len(rounds) + 0.8, 3.1), squeeze=False,
+                                     layout="constrained")
+            for ax, r, sec in zip(axes[0], rounds, sections):
+                im = self._heatmap(ax, sec["matrix"][cat], sec["clients"], vmax, f"round {r}")
+            fig.colorbar(im, ax=axes[0].tolist(), fraction=0.02, label="MR(j→k) %")
+            fig.suptitle(f"MR(j→k), {cat}", fontsize=10)
+            out.append((f"MR(j→k) over rounds, {cat}", save_figure(fig, os.path.join(out_dir, f"mr_rounds_{cat}.png"),
+                                                                   dpi=80)))
         return out
 
-    @staticmethod
-    def _pct(section: dict, cat: str, figure: str) -> str:
-        value = section[figure][cat]
-        if value is None:
-            return "n/a"
-        se = ((section.get("uncertainty") or {}).get(cat, {}).get(figure) or {}).get("se")
-        return f"{100 * value:.2f}" + (f" ± {100 * se:.2f}" if se is not None else "")
+    def _matrix_table(self, section: dict, cat: str = "any") -> list[str]:
+        clients, names = section["clients"], self.run.client_names
+        ci = (section.get("uncertainty") or {}).get(cat, {}).get("matrix_ci95") or [[None] * len(clients)] * len(clients)
+        lines = ["| prefix client j \\ suffix client k | " + " | ".join(names.get(c, str(c)) for c in clients) + " |",
+                 "|---" * (len(clients) + 1) + "|"]
+        for j, row, row_ci in zip(clients, section["matrix"][cat], ci):
+            lines.append(f"| {names.get(j, str(j))} | " + " | ".join(pct_ci(v, e) for v, e in zip(row, row_ci)) + " |")
+        return lines
 
     def markdown(self, section: dict) -> str:
-        m, clients = section["matrix"]["any"], section["clients"]
         total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
-        lines = ["MR(j→k) in %, any category (rows: prefix client j, columns: suffix client k)", "",
-                 "| j \\ k | " + " | ".join(map(str, clients)) + " |", "|---" * (len(clients) + 1) + "|"]
-        se = ((section.get("uncertainty") or {}).get("any", {}).get("matrix_se")
-              or [[None] * len(clients)] * len(clients))
-        for j, row, row_se in zip(clients, m, se):
-            lines.append(f"| {j} | " + " | ".join(f"{100 * v:.2f}" + (f" ± {100 * e:.2f}" if e is not None else "")
-                                                  for v, e in zip(row, row_se)) + " |")
-        lines += ["", f"| category | MR_Intra % | MR_Inter % | {total} % |", "|---|---|---|---|",
-                  *[f"| {cat} | " + " | ".join(self._pct(section, cat, fig) for fig in ("intra", "inter", "total")) + " |"
-                    for cat in ("any", *CATEGORIES)],
-                  "", "(± one standard error over the sampled prefixes; report.json holds 95% intervals, Wilson's "
-                  "for the matrix cells and MR_Total)"]
+        unc = section.get("uncertainty") or {}
+
+        def cell(cat: str, figure: str) -> str:
+            return pct_ci(section[figure][cat], (unc.get(cat, {}).get(figure) or {}).get("ci95"))
+
+        lines = ["MR(j→k), any category: the share of client j's sampled prefixes whose generation the detector "
+                 "matched to one of client k's suffixes (95% Wilson intervals in brackets).", "",
+                 *self._matrix_table(section), "",
+                 f"| category | MR_Intra | MR_Inter | {total} |", "|---|---|---|---|",
+                 *[f"| {cat} | {cell(cat, 'intra')} | {cell(cat, 'inter')} | {cell(cat, 'total')} |"
+                   for cat in ("any", *CATEGORIES)]]
         d = (section.get("intra_minus_inter") or {}).get("any")
         if d:
-            lines += ["", f"MR_Intra − MR_Inter (any): {100 * d['diff']:.2f} ± {100 * d['se']:.2f} points (standard "
-                      f"error over prefixes; 95% interval {100 * d['ci95'][0]:.2f} to {100 * d['ci95'][1]:.2f})"]
+            lines += ["", f"MR_Intra − MR_Inter (any): {pts_ci(d['diff'], d['ci95'])} (95% interval over prefixes)"]
         gt = section.get("ground_truth", {}).get("canary_by_copies")
         if gt:
-            lines += ["", "Canaries hitting their own client (verbatim / any) and generations leaking a secret "
-                      "record or phone number, by copies: " + ", ".join(
-                          f"{c}×: {v['verbatim']}/{v['n']} / {v['any']}/{v['n']} / {v.get('secret_leaked', 0)}/{v['n']}"
-                          for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0])))]
+            lines += ["", "Canaries by copies: prefixes whose generation hit their own client, and generations that "
+                      "leak a secret record or phone number.", "",
+                      "| copies | canaries | verbatim hit | any hit | secret leaked |", "|---|---|---|---|---|"]
+            lines += [f"| {c} | {v['n']} | {v['verbatim']} | {v['any']} | {v.get('secret_leaked', 0)} |"
+                      for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0]))]
+        if section.get("examples"):
+            lines += ["", "Examples (a few per category and client pair):", "",
+                      "| category | j → k | prefix | generation | matched suffix |", "|---|---|---|---|---|"]
+            names = self.run.client_names
+            lines += [f"| {e['category']} | {names.get(e['prefix_client'])} → {names.get(e['suffix_client'])} | "
+                      f"{_cell_text(e['prefix'])} | {_cell_text(e['generation'])} | {_cell_text(e['suffix'])} |"
+                      for e in section["examples"]]
         ref = section.get("reference") or {}
         if ref:
             lines += ["", "Components: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in ref.items())]
+        empty = [c for c in ("any", *CATEGORIES) if not any(v for row in section["matrix"][c] for v in row)]
+        if empty:
+            lines += ["", f"No hit in {', '.join(empty)}: no heatmap for {'it' if len(empty) == 1 else 'them'}."]
         dropped = section["incoherent_dropped"]
-        per_client = ", ".join(f"client {c}: {n}" for c, n in dropped.items())
-        lines.append(f"\nIncoherent generations dropped: {sum(dropped.values())} ({per_client}); "
-                     f"pairs checked by the detector: {section['pairs_checked']}")
+        per_client = ", ".join(f"{self.run.client_names.get(c, c)}: {n}" for c, n in zip(section["clients"], dropped))
+        lines.append(f"\nIncoherent generations dropped: {sum(dropped)} ({per_client}); "
+                     f"pairs checked by the detector: {section['pairs_checked']}. Per-prefix records, with each "
+                     f"match's aligned spans: [mr_records.jsonl.gz](mr_records.jsonl.gz).")
+        return "\n".join(lines)
+
+    def summary(self, first: dict, last: dict) -> str:
+        h = last["headline"]
+        d = (last.get("intra_minus_inter") or {}).get("any")
+        if d is None:
+            verdict = "one client: no cross-client comparison"
+        elif d["ci95"][0] > 0:
+            verdict = "the model reproduces its own clients' data more often than other clients' (the interval of " \
+                      "the difference lies above 0)"
+        elif d["ci95"][1] < 0:
+            verdict = "generations match other clients' data more often than their own client's (the interval of " \
+                      "the difference lies below 0)"
+        else:
+            verdict = (f"no difference between intra- and cross-client memorization is detectable at this sample size "
+                       f"(the difference's interval {pts_ci(d['diff'], d['ci95'])} contains 0)")
+        total = "MR_TotalCL" if last.get("setting") == "cl" else "MR_TotalFL"
+        lines = [f"**Memorization ratio.** MR_Intra {pct_ci(h['intra'], h.get('intra_ci95'))} vs MR_Inter "
+                 f"{pct_ci(h.get('inter'), h.get('inter_ci95'))}: {verdict}. {total} "
+                 f"{pct_ci(h['total'], h.get('total_ci95'))} (first audited round: "
+                 f"{pct_ci(first['headline']['total'], first['headline'].get('total_ci95'))}).", "",
+                 "Whose data the generations match at the last round (MR(j→k), any category):", "",
+                 *self._matrix_table(last)]
         return "\n".join(lines)

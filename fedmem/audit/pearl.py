@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
 from fedmem.audit.calibration import (
     calibrate_threshold,
     flagged_rate,
@@ -42,7 +42,8 @@ from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.sensitivity import intensity_means, sensitivity_scores
 from fedmem.audit.truth import canary_group
 from fedmem.config import check_fields, option, option_factory, positive
-from fedmem.io import atomic_write_json, pyplot, save_figure
+from fedmem.fmt import count, pct, pct_ci
+from fedmem.io import pyplot, save_figure
 
 
 
@@ -122,6 +123,9 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
 class PearlSensitivity(AuditMethod):
     name = "pearl"
     Config = PearlConfig
+    title = "PEARL perturbation sensitivity"
+    panels = (Panel("PEARL at the calibrated threshold", "rate %", {"tpr": "TPR (members flagged)",
+                                                                    "fpr": "FPR (non-members flagged)"}),)
 
     @classmethod
     def samples_needed(cls, cfg: PearlConfig) -> dict[str, int]:
@@ -204,19 +208,15 @@ class PearlSensitivity(AuditMethod):
         t3 = time.perf_counter()
 
         section = self._report(ctx, tables, scores, loss)
-        section["timings_s"] = {
+        section["tables"] = {"ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
+                             "performance": np.round(tables, 5).tolist()}  # [sample][intensity][generation]
+        section["seconds"] = {  # moved by the auditor to the report's timings
             "perturb": round(self.perturb_s, 4),  # once per run, in the constructor
             "generate": round(t1 - t0, 4),
             "score": round(t2 - t1, 4),
             "mia": round(t3 - t2, 4),
             "generations": len(flat) * n_i,
         }
-        if ctx.out_dir:
-            path = os.path.join(ctx.out_dir, f"pearl_{ctx.label}_tables.json")
-            atomic_write_json(path, indent=None, obj={
-                "ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
-                "performance": np.round(tables, 5).tolist()})
-            section["tables_file"] = os.path.basename(path)
         return section
 
     def _report(self, ctx: RoundContext, tables: np.ndarray, scores: list[dict], loss: np.ndarray) -> dict[str, Any]:
@@ -236,13 +236,14 @@ class PearlSensitivity(AuditMethod):
                 counts[key] = None
                 continue
             flags = chosen > a
-            per_client = {}
+            per_client = []
             for c in self.run.clients:
                 in_c = np.array([s.client == c for s in self.samples], dtype=bool)
-                per_client[str(c)] = {
+                per_client.append({
+                    "client": c,
                     "members": _rate(flags[in_c & is_member].tolist()),
                     "nonmembers": _rate(flags[in_c & ~is_member].tolist()),
-                }
+                })
             counts[key] = {
                 "alpha": a,
                 "overall": {
@@ -267,10 +268,18 @@ class PearlSensitivity(AuditMethod):
 
         mia = self._mia(loss, is_member, chosen > decision_alpha)
         means = np.array([intensity_means(t) for t in tables]) if len(tables) else np.zeros((0, len(cfg.intensities)))
+        tpr_k = int(np.sum(mem_s > calibrated)) if calibrated is not None else None
         section: dict[str, Any] = {
-            "round": ctx.round,
-            "label": ctx.label,
             "config": {**asdict(cfg), "metric": self.metric},
+            "headline": {  # the decision at the calibrated threshold (FPR on the non-members <= fpr_target)
+                "tpr": flagged_rate(mem_s, calibrated) if calibrated is not None else None,
+                "tpr_ci95": rate(tpr_k, len(mem_s))["ci95"] if calibrated is not None else None,
+                "fpr": flagged_rate(non_s, calibrated) if calibrated is not None else None,
+                "auc": roc_auc(mem_s, non_s),
+                "members_flagged": counts["calibrated"]["overall"]["members"]["memorized"]
+                if counts.get("calibrated") else None,
+                "members": nm,
+            },
             "n_members": nm,
             "n_nonmembers": int((~is_member).sum()),
             "max_new_tokens": cfg.max_new_tokens or self.run.suffix_len,
@@ -343,12 +352,12 @@ class PearlSensitivity(AuditMethod):
         for name, pop in (("members", is_member), ("nonmembers", ~is_member)):
             p, m = pearl_flags[pop], flags[pop]
             n = int(pop.sum())
-            pct = (lambda x: 100.0 * float(x.sum()) / n if n else None)  # noqa: E731
+            share = (lambda x: float(x.sum()) / n if n else None)  # noqa: E731
             table[name] = {
                 "n": n,
-                "mia_pct": pct(m),
-                "memo_pct": pct(p),
-                "intersection_pct": pct(p & m),
+                "mia_rate": share(m),
+                "pearl_rate": share(p),
+                "both_rate": share(p & m),
                 "pearl_only": int((p & ~m).sum()),
                 "mia_only": int((~p & m).sum()),
                 "both": int((p & m).sum()),
@@ -385,7 +394,7 @@ class PearlSensitivity(AuditMethod):
     # -- human report -------------------------------------------------------------------------------------
     def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
         plt = pyplot()
-        label, score = section.get("label", "fl"), section["calibration"]["score"]
+        score = section["calibration"]["score"]
         files = []
         curve = section["fpr_curve"]
         if curve:
@@ -403,9 +412,9 @@ class PearlSensitivity(AuditMethod):
                 ax.axvline(section["calibration"]["alpha"], color="k", ls="--", lw=1, label="calibrated alpha")
             ax.set_xlabel(f"threshold on {score}")
             ax.set_ylabel("rate")
-            ax.set_title(f"PEARL FPR curve, round {section.get('round')} ({label})")
+            ax.set_title("PEARL: flagged rates by threshold")
             ax.legend(fontsize=8)
-            files.append((f"PEARL FPR curve ({label})", save_figure(fig, os.path.join(out_dir, f"pearl_{label}_fpr.png"))))
+            files.append(("PEARL FPR curve", save_figure(fig, os.path.join(out_dir, "pearl_fpr.png"))))
         dist = section["distributions"][score]
         if section["n_members"] or section["n_nonmembers"]:
             fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -415,9 +424,9 @@ class PearlSensitivity(AuditMethod):
             ax.bar(edges[:-1], dist["nonmembers"], width=width, align="edge", alpha=0.6, label="non-members (test)")
             ax.set_xlabel(score)
             ax.set_ylabel("samples")
-            ax.set_title(f"PEARL {score}, round {section.get('round')} ({label})")
+            ax.set_title(f"PEARL {score}: members vs non-members")
             ax.legend(fontsize=8)
-            files.append((f"PEARL {score} histogram ({label})", save_figure(fig, os.path.join(out_dir, f"pearl_{label}_hist.png"))))
+            files.append((f"PEARL {score} histogram", save_figure(fig, os.path.join(out_dir, "pearl_hist.png"))))
         return files
 
     def markdown(self, section: dict[str, Any]) -> str:
@@ -428,20 +437,21 @@ class PearlSensitivity(AuditMethod):
             if not c:
                 return "–"
             r = c["overall"][side]
-            ci = r.get("rate_ci95")
-            return f"{r['memorized']}/{r['total']}" + (f" ({100 * ci[0]:.0f}–{100 * ci[1]:.0f} %)" if ci else "")
+            return f"{r['memorized']} of {r['total']}: {pct_ci(r['rate'], r.get('rate_ci95'))}"
 
         def fmt(x, spec=".3f"):
             return "–" if x is None else format(x, spec)
 
         keys = ["calibrated", *[k for k in counts if k.startswith("alpha=")]]
         head = ["side"] + [
-            f"α={fmt(cal['alpha'])} (cal.)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys
+            f"α={fmt(cal['alpha'])} (calibrated)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys
         ]
         lines = [
             f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
-            f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {cal['fpr_target']:g} (TPR {fmt(cal['tpr'])}, "
-            f"AUC {fmt(cal['auc'])}); loss MIA TPR {fmt(mia['tpr'])}, AUC {fmt(mia['auc'])}.",
+            f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {pct(cal['fpr_target'])}: TPR {pct(cal['tpr'])}, "
+            f"ROC AUC {fmt(cal['auc'])}; loss attack TPR {pct(mia['tpr'])}, ROC AUC {fmt(mia['auc'])}.",
+            "",
+            "Samples flagged as memorized (95% Wilson intervals in brackets):",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),
@@ -452,12 +462,23 @@ class PearlSensitivity(AuditMethod):
         if t4:
             lines += [
                 "",
-                "| population | MIA % | PEARL % | both % | PEARL only | MIA only | neither |",
+                "PEARL against the loss attack, at the same FPR target:",
+                "",
+                "| population | loss attack | PEARL | both | PEARL only | loss attack only | neither |",
                 "|---|---|---|---|---|---|---|",
             ]
             for side, r in t4.items():
                 lines.append(
-                    f"| {side} | {fmt(r['mia_pct'], '.1f')} | {fmt(r['memo_pct'], '.1f')} | "
-                    f"{fmt(r['intersection_pct'], '.1f')} | {r['pearl_only']} | {r['mia_only']} | {r['neither']} |"
+                    f"| {side} | {pct(r['mia_rate'])} | {pct(r['pearl_rate'])} | "
+                    f"{pct(r['both_rate'])} | {r['pearl_only']} | {r['mia_only']} | {r['neither']} |"
                 )
         return "\n".join(lines)
+
+    def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
+        h, f = last["headline"], first["headline"]
+        if h.get("tpr") is None:
+            return "**PEARL.** No calibrated threshold: too few non-members to calibrate at the FPR target."
+        return (f"**PEARL.** At the threshold calibrated to FPR ≤ {pct(last['calibration']['fpr_target'])} on the "
+                f"non-members, {count(h['members_flagged'], h['members'])} members are flagged: TPR "
+                f"{pct_ci(h['tpr'], h.get('tpr_ci95'))} at FPR {pct(h['fpr'])} (first audited round: TPR "
+                f"{pct(f.get('tpr'))}); ROC AUC {h['auc']:.2f}.")

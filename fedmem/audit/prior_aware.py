@@ -47,10 +47,11 @@ from typing import Literal
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, RoundContext, register
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
 from fedmem.audit.intervals import rate
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import check_fields, option, positive
+from fedmem.fmt import count, pct_ci
 from fedmem.io import pyplot, save_figure
 
 LN10 = math.log(10.0)
@@ -323,6 +324,17 @@ def log10_histogram(values: np.ndarray, extractable: np.ndarray, max_bins: int =
 class PriorAwareMemorization(AuditMethod):
     name = "pa"
     Config = PriorAwareConfig
+    title = "Prior-Aware memorization (PA)"
+    panels = (Panel("Prior-Aware: share of audited pairs", "pairs %",
+                    {"extractable_rate": "extractable (P(s|p) > m)", "pa_rate": "PA-memorized"}),)
+
+    def summary(self, first: dict, last: dict) -> str:
+        h = last["headline"]
+        return (f"**Prior-Aware.** {count(h['pa_memorized'], h['audited'])} audited training pairs are PA-memorized "
+                f"({pct_ci(h['pa_rate'], h.get('pa_rate_ci95'))}; first audited round: "
+                f"{count(first['headline'].get('pa_memorized'), first['headline'].get('audited'))}); "
+                f"{count(h['extractable'], h['audited'])} are extractable (P(s|p) > m)."
+                + (f" {last['note']}" if last.get("note") else ""))
 
     @classmethod
     def check(cls, cfg: PriorAwareConfig, experiment) -> None:
@@ -378,18 +390,15 @@ class PriorAwareMemorization(AuditMethod):
         log_n = math.log(cfg.n_ratio) if cfg.n_ratio is not None else calibration["log_n"]
         ext, pa = pa_decisions(log_p, log_phat, math.log(self.m), log_n)
 
-        per_client = {}
         clients = np.array([s.client for s in samples])
-        for c in self.run.clients:
-            sel = clients == c
-            per_client[str(c)] = _counts(ext[sel], pa[sel])
+        per_client = [{"client": c, **_counts(ext[clients == c], pa[clients == c])} for c in self.run.clients]
         overall = _counts(ext, pa)
 
         rows = [
             {
                 "id": s.id, "client": s.client,
                 "log10_p": _log10(log_p[i]), "log10_prior": _log10(log_phat[i]),
-                "log10_prior_se": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
+                "log10_se_of_prior": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
                 "log10_ratio": _log10(log_ratio[i]),
                 "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]),
                 "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "shared", "generic")},
@@ -423,7 +432,10 @@ class PriorAwareMemorization(AuditMethod):
                                f"model has not come near reproducing any audited suffix, not that it resists "
                                f"memorization.")
         headline = {
-            "extractable_rate": overall["extractable_rate"], "pa_rate": overall["pa_rate"],
+            "audited": overall["audited"], "extractable": overall["extractable"],
+            "pa_memorized": overall["pa_memorized"],
+            "extractable_rate": overall["extractable_rate"], "extractable_rate_ci95": overall["extractable_rate_ci95"],
+            "pa_rate": overall["pa_rate"], "pa_rate_ci95": overall["pa_rate_ci95"],
             "pa_over_extractable": overall["pa_over_extractable"], "log10_n": section["config"]["log10_n"],
         }
         gt = section["ground_truth"]
@@ -518,16 +530,16 @@ class PriorAwareMemorization(AuditMethod):
             "| client | audited | extractable | PA-memorized | PA / extractable |",
             "|---|---|---|---|---|",
         ]
-        for c, v in section["per_client"].items():
-            lines.append(f"| {c} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} | "
+        for v in section["per_client"]:
+            lines.append(f"| {self.run.client_names.get(v['client'], v['client'])} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} | "
                          f"{frac(v['pa_over_extractable'])} |")
         o = section["overall"]
         lines.append(f"| **all** | **{o['audited']}** | **{o['extractable']}** | **{o['pa_memorized']}** | "
                      f"**{frac(o['pa_over_extractable'])}** |")
         if o.get("extractable_rate_ci95"):
-            lines += ["", "Rates over all audited pairs, with 95% Wilson intervals: extractable " + ", PA-memorized ".join(
-                f"{100 * o[k]:.1f} % ({100 * o[k + '_ci95'][0]:.1f}–{100 * o[k + '_ci95'][1]:.1f} %)"
-                for k in ("extractable_rate", "pa_rate"))]
+            lines += ["", f"Rates over all audited pairs, with 95% Wilson intervals: extractable "
+                      f"{pct_ci(o['extractable_rate'], o['extractable_rate_ci95'])}, PA-memorized "
+                      f"{pct_ci(o['pa_rate'], o['pa_rate_ci95'])}"]
         gt = section.get("ground_truth") or {}
         if gt:
             lines += ["", "| ground truth | audited | extractable | PA-memorized |", "|---|---|---|---|"]

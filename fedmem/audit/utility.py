@@ -5,12 +5,15 @@ pass machinery (``RoundContext.generate``), greedy so that utility does not depe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, RoundContext, register
+from fedmem.audit.base import AuditMethod, Panel, RoundContext, register
 from fedmem.config import Decoding, check_fields, option, positive
+from fedmem.fmt import pct, pct_ci
+
+NAMES = {"rouge_l": "ROUGE-L", "bleu": "BLEU", "accuracy": "accuracy"}
 
 
 @dataclass
@@ -49,6 +52,9 @@ def label_match(pred: str, label: str) -> bool:
 class Utility(AuditMethod):
     name = "utility"
     Config = UtilityConfig
+    title = "Utility on held-out test samples"
+    panels = (Panel("Utility on held-out test samples", "score %", {"rouge_l": "ROUGE-L", "bleu": "BLEU",
+                                                                   "accuracy": "accuracy"}),)
 
     @classmethod
     def samples_needed(cls, cfg: UtilityConfig) -> dict[str, int]:
@@ -72,17 +78,32 @@ class Utility(AuditMethod):
             else:
                 d.setdefault("rouge_l", []).append(rouge_l(pred, s.reference))
                 d.setdefault("bleu", []).append(bleu(pred, s.reference))
-        clients = {c: {k: float(np.mean(v)) for k, v in d.items()} | {"n": len(next(iter(d.values())))}
-                   for c, d in per_client.items()}
-        total = sum(v["n"] for v in clients.values()) or 1
+        clients = [{"client": c, **{k: float(np.mean(v)) for k, v in d.items()}, "n": len(next(iter(d.values())))}
+                   for c, d in sorted(per_client.items())]
+        total = sum(v["n"] for v in clients) or 1
         keys = ["accuracy"] if classify else ["rouge_l", "bleu"]
-        weighted = {k: sum(v[k] * v["n"] for v in clients.values()) / total for k in keys}
-        return {"per_client": clients, "weighted": weighted, "headline": weighted}
+        weighted = {k: sum(v[k] * v["n"] for v in clients) / total for k in keys}
+        headline = dict(weighted)
+        for k in keys:  # a normal 95% interval of the mean over the scored test samples
+            x = np.array([v for d in per_client.values() for v in d[k]])
+            half = 1.96 * float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+            headline[f"{k}_ci95"] = [weighted[k] - half, weighted[k] + half]
+        return {"config": asdict(self.cfg), "headline": headline, "per_client": clients, "weighted": weighted}
 
     def markdown(self, section: dict) -> str:
         keys = list(section.get("weighted", {}))
-        rows = ["| client | " + " | ".join(keys) + " | n |", "|---" * (len(keys) + 2) + "|"]
-        for c, v in section.get("per_client", {}).items():
-            rows.append(f"| {c} | " + " | ".join(f"{v[k]:.4f}" for k in keys) + f" | {v['n']} |")
-        rows.append("| **weighted** | " + " | ".join(f"**{section['weighted'][k]:.4f}**" for k in keys) + " | |")
+        names = self.run.client_names
+        rows = ["| client | " + " | ".join(f"{NAMES[k]} %" for k in keys) + " | test samples |",
+                "|---" * (len(keys) + 2) + "|"]
+        for v in section.get("per_client", []):
+            rows.append(f"| {names.get(v['client'], v['client'])} | " + " | ".join(pct(v[k], "") for k in keys)
+                        + f" | {v['n']} |")
+        h = section["headline"]
+        rows.append("| **all** | " + " | ".join(f"**{pct_ci(h[k], h.get(k + '_ci95'), '')}**" for k in keys) + " | |")
         return "\n".join(rows)
+
+    def summary(self, first: dict, last: dict) -> str:
+        k = next(iter(last["weighted"]))
+        h, f = last["headline"], first["headline"]
+        return (f"**Utility.** {NAMES[k]} on held-out test samples {pct_ci(h[k], h.get(k + '_ci95'), '')} % "
+                f"({100 * (h[k] - f[k]):+.1f} points since the first audited round, {pct(f[k], '')} %).")

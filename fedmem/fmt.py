@@ -1,0 +1,44 @@
+"""How figures read in every report, page and console line: rates in percent with one decimal, differences of
+rates in percentage points, intervals in brackets. One place, so the same rate never reads two ways."""
+
+from __future__ import annotations
+
+import math
+
+DECIMALS = 1
+
+
+def pct(x: float | None, unit: str = "%") -> str:
+    """A rate (a fraction) in percent: ``0.1922 -> '19.2%'``; ``n/a`` for None or NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{100 * x:.{DECIMALS}f}{unit}"
+
+
+def pct_ci(x: float | None, ci: list | None, unit: str = "%") -> str:
+    """A rate with its 95% interval: ``19.2% [16.1, 22.5]``."""
+    if not ci or ci[0] is None:
+        return pct(x, unit)
+    return f"{pct(x, unit)} [{100 * ci[0]:.{DECIMALS}f}, {100 * ci[1]:.{DECIMALS}f}]"
+
+
+def pts_ci(d: float | None, ci: list | None) -> str:
+    """A difference of two rates in percentage points with its 95% interval: ``+0.1 pts [-2.6, +2.8]``."""
+    if d is None:
+        return "n/a"
+    out = f"{100 * d:+.{DECIMALS}f} pts"
+    return out + (f" [{100 * ci[0]:+.{DECIMALS}f}, {100 * ci[1]:+.{DECIMALS}f}]" if ci else "")
+
+
+def count(k: int | None, n: int | None) -> str:
+    """``k of n``: a count out of the audited items."""
+    return "n/a" if k is None or n is None else f"{k} of {n}"
+
+
+def scale_ceiling(x: float) -> float:
+    """The smallest of 1, 2, 5, 10, 20, 50, 100% at or above ``x`` (a fraction): heatmaps and panels whose values
+    fall under the same ceiling share one colour scale across rounds."""
+    for c in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5):
+        if x <= c:
+            return c
+    return 1.0

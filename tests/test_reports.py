@@ -1,0 +1,146 @@
+"""The reports of a real run (centralized baseline, every audit method, test-sized tiny preset): report.json against
+the JSON Schema, one key style, no training text in a redacted report, the run page's sections, and the HTML pages
+rendered by a real headless browser."""
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fedmem.cli import run_experiment
+from fedmem.data import load_federated
+from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.report import REDACTED
+from tests.conftest import FAST
+
+jsonschema = pytest.importorskip("jsonschema")
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "report.schema.json").read_text())
+METHODS = "audit.methods=[utility,mr,pearl,pa]"
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, cache_dir):
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", METHODS, "audit.pearl.n=2",
+                      "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])
+    return run_experiment(d, str(tmp_path_factory.mktemp("full_run")))
+
+
+def reports(run_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(run_dir.glob("round_*/report.json"))]
+
+
+def keys(obj, skip=("versions", "config")):
+    """Every key of a nested JSON object, except under ``skip`` (package names and the user's own config)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            if k not in skip:
+                yield from keys(v, skip)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from keys(v, skip)
+
+
+def test_every_round_report_validates_against_the_schema(full_run):
+    reps = reports(full_run)
+    assert [r["round"] for r in reps] == [0, 1]
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for rep in reps:
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(rep)]
+        assert not errors, errors[:5]
+        assert set(rep["audit"]) == {"utility", "mr", "pearl", "pa"}
+        assert not [k for k in keys(rep) if "-" in k]  # one key style
+        assert [c["id"] for c in rep["clients"]] == rep["audit"]["mr"]["clients"] == [0, 1]
+    broken = json.loads(json.dumps(reps[1]))
+    broken["audit"]["mr"]["headline"]["intra"] = "19%"  # the schema is not a formality: a wrong type fails it
+    assert not validator.is_valid(broken)
+
+
+def test_summary_holds_curves_and_intervals(full_run):
+    summary = json.loads((full_run / "summary.json").read_text())
+    assert summary["rounds"] == [0, 1] and summary["schema_version"] == 1
+    for figure in ("mr/intra", "mr/inter", "pa/pa_rate", "utility/rouge_l"):
+        (r0, v0), (r1, v1) = summary["curves"][figure]
+        (c0, lo, hi) = summary["ci95"][figure][1]
+        assert (r0, r1, c0) == (0, 1, 1) and lo <= v1 <= hi
+    assert [r for r, _ in summary["curves"]["train/train_loss"]] == [1]  # round 0 trains nothing
+
+
+def training_windows(cfg, width: int = 20) -> set[str]:
+    data = load_federated(cfg.task, cfg.data, seed=cfg.seed, cache_dir=cfg.cache_dir)
+    out = set()
+    for c in data.clients:
+        for r in c.train:
+            for text in (r.user, r.assistant):
+                out.update(text[i:i + width] for i in range(len(text) - width + 1))
+    return out
+
+
+def test_a_redacted_run_writes_no_training_text(full_run):
+    cfg = from_dict({**json.loads(json.dumps(_config(full_run))), "run_dir": str(full_run)})
+    assert not cfg.audit.reveal_text
+    windows = training_windows(cfg)
+    files = [p for p in full_run.rglob("*") if p.suffix in (".json", ".md", ".html")]
+    texts = {p: p.read_text() for p in files}
+    for p in full_run.rglob("*.jsonl.gz"):
+        with gzip.open(p, "rt") as f:
+            texts[p] = f.read()
+    assert len(texts) >= 10
+    for path, text in texts.items():
+        leaks = {text[i:i + 20] for i in range(len(text) - 19)} & windows
+        assert not leaks, f"{path.relative_to(full_run)} holds training text: {sorted(leaks)[:3]}"
+
+
+def _config(run_dir: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text())
+
+
+def test_run_page_opens_with_the_answer(full_run):
+    md = (full_run / "report.md").read_text()
+    order = ["## The answer at round 1", "**Memorization ratio.**", "**PEARL.**", "**Prior-Aware.**", "**Utility.**",
+             "**Training.**", "**Run health.**", "## Over rounds", "## Headline figures per round",
+             "## Detectors against the ground truth", "## Configuration"]
+    at = [md.index(s) for s in order]
+    assert at == sorted(at)
+    assert REDACTED in md
+    assert re.search(r"MR_Intra \d+\.\d% \[\d+\.\d, \d+\.\d\] vs MR_Inter \d+\.\d% \[", md)
+    for png in re.findall(r"\]\(([^)]+\.png)\)", md):
+        assert (full_run / png).stat().st_size > 0
+    assert "panel_mr_0.png" in md and "panel_train.png" in md
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def rendered_text(page: Path) -> str:
+    """The DOM of ``page`` after a real headless browser loaded it, as text, with no network at all."""
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return re.sub(r"<[^>]+>", " ", out.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (apt-get install chromium)")
+def test_html_pages_render_self_contained_in_a_browser(full_run):
+    for page in (full_run / "report.html", full_run / "round_1" / "report.html"):
+        html = page.read_text()
+        assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", html)  # nothing to fetch from outside
+        srcs = re.findall(r'<img[^>]* src="([^"]+)"', html)
+        assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)  # figures travel with the page
+        text = " ".join(rendered_text(page).split())
+        assert "Training text is redacted on this page" in text and "<redacted sha256:… len=…>" in text
+    run_text = " ".join(rendered_text(full_run / "report.html").split())
+    for heading in ("The answer at round 1", "Over rounds", "Headline figures per round",
+                    "Detectors against the ground truth", "Configuration"):
+        assert heading in run_text
+    round_text = " ".join(rendered_text(full_run / "round_1" / "report.html").split())
+    for heading in ("Training", "Cross-client memorization ratio (MR)", "PEARL perturbation sensitivity",
+                    "Prior-Aware memorization (PA)", "Utility on held-out test samples"):
+        assert heading in round_text
+    assert re.search(r"<redacted sha256:[0-9a-f]{12} len=\d+>", round_text)  # PA's excerpts, shown as markers
