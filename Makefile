@@ -15,7 +15,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # WordNet (synonym perturbations, PEARL) comes from Debian's wordnet-base; installed when missing and possible.
-# A JDK (the Lucene parity test) comes from openjdk-17-jdk-headless, for the dev install only.
+# A JDK (the Lucene parity test) comes from openjdk-17-jdk-headless and a headless Chromium (the HTML pages' test) from
+# chromium, for the dev install only.
 APT := apt-get install -y -qq --no-install-recommends
 system-deps:
 	@test -d /usr/share/wordnet || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
@@ -26,6 +27,9 @@ system-deps-dev: system-deps
 	@command -v javac >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 	  ($(APT) openjdk-17-jdk-headless >/dev/null 2>&1 || (apt-get update -qq && $(APT) openjdk-17-jdk-headless >/dev/null)) ; } || \
 	  echo "warning: no JDK (apt-get install openjdk-17-jdk-headless); the Lucene parity test will be skipped"
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	  ($(APT) chromium >/dev/null 2>&1 || (apt-get update -qq && $(APT) chromium >/dev/null)) ; } || \
+	  echo "warning: no Chromium (apt-get install chromium); the headless-browser test of the HTML pages will be skipped"
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) "$(TORCH)"

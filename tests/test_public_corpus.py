@@ -151,7 +151,7 @@ def test_a_local_text_run_builds_its_own_tokenizer_and_reports_truncation(prose,
     run = run_experiment(d, str(tmp_path / "run"))
     report = json.loads((run / "round_1" / "report.json").read_text())
     assert report["config"]["task"]["name"] == "text"
-    for m in report["train"].values():  # auto: the longest rendered example, so nothing is cut
-        assert m["truncated-examples"] == 0 and m["max-seq-len"] > 60
+    for m in report["train"]:  # auto: the longest rendered example, so nothing is cut
+        assert m["truncated_examples"] == 0 and m["max_seq_len"] > 60
     _, tokenizer, where = base_model(from_dict(d))
     assert len(tokenizer(" License")["input_ids"]) == 1  # built on the prose: a common licence word is one token

@@ -3,6 +3,7 @@ the JSON Schema, one key style, no training text in a redacted report, the run p
 rendered by a real headless browser."""
 
 import gzip
+import html
 import json
 import re
 import shutil
@@ -75,7 +76,7 @@ def training_windows(cfg, width: int = 20) -> set[str]:
     out = set()
     for c in data.clients:
         for r in c.train:
-            for text in (r.user, r.assistant):
+            for text in (r.mem_text, r.assistant):  # the private parts (r.user adds the task template)
                 out.update(text[i:i + width] for i in range(len(text) - width + 1))
     return out
 
@@ -123,15 +124,16 @@ def rendered_text(page: Path) -> str:
     out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120, check=True).stdout
-    return re.sub(r"<[^>]+>", " ", out.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    body = out[out.index("<body"):]  # the page's text, not its style sheet
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (apt-get install chromium)")
 def test_html_pages_render_self_contained_in_a_browser(full_run):
     for page in (full_run / "report.html", full_run / "round_1" / "report.html"):
-        html = page.read_text()
-        assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", html)  # nothing to fetch from outside
-        srcs = re.findall(r'<img[^>]* src="([^"]+)"', html)
+        source = page.read_text()
+        assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", source)  # nothing to fetch from outside
+        srcs = re.findall(r'<img[^>]* src="([^"]+)"', source)
         assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)  # figures travel with the page
         text = " ".join(rendered_text(page).split())
         assert "Training text is redacted on this page" in text and "<redacted sha256:… len=…>" in text

@@ -19,7 +19,8 @@ def wilson(k: int, n: int, z: float = Z95) -> list[float] | None:
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    # exact at the ends: no hit (all hits) has a lower (upper) bound of exactly 0 (1), not a rounding error away
+    return [0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half)]
 
 
 def rate(k: int, n: int) -> dict:

@@ -458,13 +458,20 @@ class PriorAwareMemorization(AuditMethod):
             "log10_n": _log10(log_n),
             "mean": "ratio space (the paper's average of P(s|p)/P̂(s))",
             "sequences": [
-                {"text": t[:60] + ("…" if len(t) > 60 else ""), "prefix_tokens": len(p), "suffix_tokens": len(s),
+                {"text": self._generic_text(t), "prefix_tokens": len(p), "suffix_tokens": len(s),
                  "log10_p": _log10(lp), "log10_prior": _log10(lq), "log10_ratio": _log10(lr)}
                 for t, (p, s), lp, lq, lr in zip(
                     self.generic_texts, self.generic, log_p_generic, est.log_phat[n_s:], log_ratio
                 )
             ],
         }
+
+    def _generic_text(self, text: str) -> str:
+        """A calibration text for the report: sentences of the public corpus are rows of the data source (redacted
+        like training text), the fixed generic sentences are not."""
+        if self.cfg.uses_public_corpus:
+            return self.run.redact(text)
+        return text[:60] + ("…" if len(text) > 60 else "")
 
     def _example(self, s: AuditSample, row: dict) -> dict:
         keys = ("id", "client", "log10_ratio", "log10_p", "log10_prior", "extractable", "pa_memorized", "tags")
