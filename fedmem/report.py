@@ -106,9 +106,12 @@ def _source_line(source: dict) -> str:
     return ""
 
 
-def train_rows(train_log: dict) -> list[dict]:
+def train_rows(train_log: dict | list) -> list[dict]:
     """The round's training log as rows ``{"client": id, ...}`` in client order (``client`` is null for the
-    centralized baseline, which trains on every client's data)."""
+    centralized baseline, which trains on every client's data). Rows already (a re-audit copies a report's
+    training log) pass as they are."""
+    if isinstance(train_log, list):
+        return train_log
     rows = []
     for key, metrics in train_log.items():
         row = {k: v for k, v in metrics.items() if k != "partition_id"}
