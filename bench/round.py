@@ -75,7 +75,7 @@ def trained_adapter(cfg) -> dict:
     state = adapter_state(model)
     with atomic_path(path) as tmp:
         save_file(state, str(tmp))
-    print(f"  {len(examples)} examples, train loss {metrics['train-loss']:.3f}, {time.perf_counter() - t:.0f} s")
+    print(f"  {len(examples)} examples, train loss {metrics['train_loss']:.3f}, {time.perf_counter() - t:.0f} s")
     return state
 
 

@@ -43,7 +43,7 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
             server_round=int(conf["server-round"]) + int(conf.get("round-offset", 0)),  # a resumed run's numbering
             mu=float(conf.get("proximal-mu", 0.0)),
         )
-        metrics = MetricRecord({**metrics, "partition-id": client})
+        metrics = MetricRecord({**metrics, "partition_id": client})
         return Message(RecordDict({"arrays": ArrayRecord(torch_state_dict=state), "metrics": metrics}), reply_to=msg)
 
     return app

@@ -7,12 +7,14 @@ this layer never trains and never reads back what it wrote.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 from fedmem.audit import AUDIT_METHODS, RoundContext
 from fedmem.audit.samples import build_audit_run, check_supply
 from fedmem.audit.truth import score_against_truth
+from fedmem.console import round_line
 from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.load import adapter_state, load_adapter_state, save_adapter
 from fedmem.progress import progress_bar
@@ -69,7 +71,7 @@ class Auditor:
         ctx = RoundContext(
             run=self.run, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=self.cfg.audit.batch_size,
-            generation_batch_size=self.cfg.audit.generation_batch_size,
+            generation_batch_size=self.cfg.audit.generation_batch_size, show_progress=self.cfg.train.progress,
         )
         sections, timings = {}, {}
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
@@ -89,6 +91,7 @@ class Auditor:
             out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods, self.run,
             elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation, truth=truth,
         )
+        print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
         self.history.append(report)
         self._last_end = time.perf_counter()
         return headline(report)

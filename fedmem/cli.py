@@ -8,15 +8,17 @@
     fedmem resolve [overrides]    write the resolved config into a new run directory (its path is printed), for
                                   ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
+    fedmem run -v|-vv [...]       (run and audit) more of Flower's log: INFO, DEBUG (without: its warnings only)
 
 The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
-and every enabled audit method) and written to the run directory before anything is trained. The last line
-printed is the run directory.
+and every enabled audit method) and written to the run directory before anything is trained. While it runs, a
+line per audited round and progress bars go to stderr; the last line printed (stdout) is the run directory.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from fedmem.console import configure_logging
 from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
@@ -33,6 +36,17 @@ from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
 
 USAGE = __doc__.split("\n\n")[1]
+
+
+def verbosity(args: list[str]) -> tuple[int, list[str]]:
+    """(how verbose: the number of v's in ``-v``, ``-vv``, ... and ``--verbose``, the other arguments)."""
+    level, rest = 0, []
+    for a in args:
+        if re.fullmatch(r"-v+", a) or a == "--verbose":
+            level += 1 if a == "--verbose" else len(a) - 1
+        else:
+            rest.append(a)
+    return level, rest
 
 
 def _fail(msg: str) -> None:
@@ -154,6 +168,9 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         return
     cmd, rest = argv[0], argv[1:]
+    if cmd in ("run", "audit"):
+        level, rest = verbosity(rest)
+        configure_logging(level)
     if cmd == "run" and rest and rest[0].startswith("resume="):
         if len(rest) > 1:
             _fail("fedmem run resume=DIR takes no other overrides: the run's config.yaml fixes everything")

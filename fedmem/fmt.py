@@ -1,29 +1,30 @@
-"""How figures read in every report, page and console line: rates in percent with one decimal, differences of
-rates in percentage points, intervals in brackets. One place, so the same rate never reads two ways."""
+"""How figures read in every report, page and console line: rates in percent with two decimals (at the paper's
+sample sizes a rate moves in steps of under 0.01%), differences of rates in percentage points, intervals in
+brackets. One place, so the same rate never reads two ways."""
 
 from __future__ import annotations
 
 import math
 
-DECIMALS = 1
+DECIMALS = 2
 
 
 def pct(x: float | None, unit: str = "%") -> str:
-    """A rate (a fraction) in percent: ``0.1922 -> '19.2%'``; ``n/a`` for None or NaN."""
+    """A rate (a fraction) in percent: ``0.1922 -> '19.22%'``; ``n/a`` for None or NaN."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"{100 * x:.{DECIMALS}f}{unit}"
 
 
 def pct_ci(x: float | None, ci: list | None, unit: str = "%") -> str:
-    """A rate with its 95% interval: ``19.2% [16.1, 22.5]``."""
+    """A rate with its 95% interval: ``19.22% [16.10, 22.51]``."""
     if not ci or ci[0] is None:
         return pct(x, unit)
     return f"{pct(x, unit)} [{100 * ci[0]:.{DECIMALS}f}, {100 * ci[1]:.{DECIMALS}f}]"
 
 
 def pts_ci(d: float | None, ci: list | None) -> str:
-    """A difference of two rates in percentage points with its 95% interval: ``+0.1 pts [-2.6, +2.8]``."""
+    """A difference of two rates in percentage points with its 95% interval: ``+0.08 pts [-2.61, +2.78]``."""
     if d is None:
         return "n/a"
     out = f"{100 * d:+.{DECIMALS}f} pts"

@@ -7,6 +7,8 @@ length before batching so that batches carry little padding; outputs are returne
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from fedmem.config import Decoding
@@ -47,12 +49,13 @@ def generate_batched(
     decoding: Decoding | None = None,
     seed: int = 0,
     batch_size: int = 32,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[list[int]]]:
     """Continuations (prompt excluded, cut at the first end-of-sequence) for every prompt.
 
     Returns ``out[i][r]``: the r-th of ``num_samples`` continuations of ``prompts[i]``. ``batch_size`` counts
     sequences (prompts x samples) per forward pass. Sampling is seeded once per call, so the same call on the
-    same model gives the same outputs.
+    same model gives the same outputs. ``progress(k)`` is called after each batch with its number of prompts.
     """
     decoding = decoding or Decoding()
     if decoding.strategy == "greedy":
@@ -92,6 +95,8 @@ def generate_batched(
         for row, i in enumerate(idx):
             outs = [_trim(new[row * num_samples_gen + r], stop_ids) for r in range(num_samples_gen)]
             out[i] = outs * num_samples if num_samples_gen == 1 and num_samples > 1 else outs
+        if progress is not None:
+            progress(len(idx))
     if was_training:
         model.train()
     return out  # type: ignore[return-value]

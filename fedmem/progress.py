@@ -1,4 +1,7 @@
-"""A minimal progress bar (tqdm) that can be switched off for tests and CI logs."""
+"""A minimal progress bar (tqdm) that can be switched off for tests and CI logs (``train.progress=false``).
+
+Bars go to stderr and vanish when done (``leave=False``): what stays on the console is one line per round
+(``fedmem.console``). Clients never show bars: from Ray's actors every update would reach the driver as a line."""
 
 from __future__ import annotations
 
@@ -36,3 +39,20 @@ def progress_bar(total: int, desc: str, enabled: bool = True):
         yield bar
     finally:
         bar.close()
+
+
+@contextlib.contextmanager
+def library_bars(enabled: bool):
+    """Hugging Face's own progress bars ("Loading weights") on, or off for the block."""
+    if enabled:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()

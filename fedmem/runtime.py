@@ -6,6 +6,7 @@ thin Flower wrappers around these functions.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -85,7 +86,7 @@ def sequence_length(cfg: ExperimentConfig) -> int:
 
 def with_length(cfg: ExperimentConfig, metrics: dict, truncated: int) -> dict:
     """A training log entry with the sequence length used and how many examples it cut."""
-    return {**metrics, "truncated-examples": truncated, "max-seq-len": sequence_length(cfg)}
+    return {**metrics, "truncated_examples": truncated, "max_seq_len": sequence_length(cfg)}
 
 
 def train_examples(cfg: ExperimentConfig, client: int | None) -> tuple[list[list[int]], int]:
@@ -104,7 +105,9 @@ _MODELS: dict[str, object] = {}
 
 
 def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_round: int, mu: float = 0.0):
-    """One client's local training from the global adapter; returns (new adapter, metrics)."""
+    """One client's local training from the global adapter; returns (new adapter, metrics). Without progress bars:
+    from a Ray actor, each update of a bar would reach the driver's console as a line of its own."""
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, progress=False))
     key = cfg.hash()
     if key not in _MODELS:  # one LoRA model per process (Ray actor), re-used across rounds and clients
         _MODELS.clear()

@@ -42,6 +42,8 @@ An empty suffix has log-probability 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -88,8 +90,10 @@ class _eval_mode:
 
 
 @torch.inference_mode()
-def token_logprobs(model, pairs, batch_size: int = 32) -> list[np.ndarray]:
-    """Per-token log P(s_t | p, s_<t) for each pair; result[i] has len(s_i) entries."""
+def token_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None
+                   ) -> list[np.ndarray]:
+    """Per-token log P(s_t | p, s_<t) for each pair; result[i] has len(s_i) entries. ``progress(k)``: called after
+    each batch with its number of pairs."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if any(len(p) == 0 for p, _ in pairs):
@@ -117,12 +121,15 @@ def token_logprobs(model, pairs, batch_size: int = 32) -> list[np.ndarray]:
             for row, i in enumerate(idx):
                 lp, ls = len(pairs[i][0]), len(pairs[i][1])
                 out[i] = tok[row, lp - 1 : lp - 1 + ls].astype(np.float64)
+            if progress is not None:
+                progress(len(idx))
     return out  # type: ignore[return-value]
 
 
-def sequence_logprobs(model, pairs, batch_size: int = 32) -> np.ndarray:
+def sequence_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None
+                      ) -> np.ndarray:
     """log P(s | p) = sum_t log P(s_t | p, s_<t) for each (p, s) pair."""
-    return np.array([lp.sum() for lp in token_logprobs(model, pairs, batch_size)], dtype=np.float64)
+    return np.array([lp.sum() for lp in token_logprobs(model, pairs, batch_size, progress)], dtype=np.float64)
 
 
 PAD_SLACK = 1.25  # a suffix block's padded area may exceed its real tokens by at most this factor
@@ -151,11 +158,13 @@ def suffix_blocks(lengths: list[int], max_rows: int, slack: float = PAD_SLACK) -
 
 
 @torch.inference_mode()
-def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32) -> np.ndarray:
+def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
+                   progress: Callable[[int], object] | None = None) -> np.ndarray:
     """log P(s_j | q_i) for every prefix q_i and suffix s_j: an array of shape [len(prefixes), len(suffixes)].
 
     Equal to ``sequence_logprobs`` on every (q_i, s_j) combination, computed with prefix KV-cache reuse (see the
     module docstring). ``batch_size`` bounds the rows (prefix x suffix combinations) of one forward pass.
+    ``progress(k)``: called after each pass with its number of distinct (prefix, non-empty suffix) combinations.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -219,6 +228,8 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32) -> np.ndarra
                         tok = torch.where(s_mask[:, 1:].repeat(n_q, 1), tok, 0.0)  # padding: log 1 = 0
                         lp = lp + tok.sum(-1).view(n_q, n_s)
                     table[np.ix_(q_idx, s_idx)] = lp.double().cpu().numpy()
+                    if progress is not None:
+                        progress(n_q * n_s)
 
     cols = [s_pos.get(s) for s in suffixes]
     for i, q in enumerate(prefixes):

@@ -93,4 +93,4 @@ def train_local(
                 steps += 1
                 bar.advance(loss=total / max(count, 1))
     model.eval()
-    return {"train-loss": total / max(count, 1), "steps": steps, "num-examples": len(examples)}
+    return {"train_loss": total / max(count, 1), "steps": steps, "num_examples": len(examples)}

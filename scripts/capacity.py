@@ -104,7 +104,7 @@ def run_variant(overrides: list[str], epochs: int, every: int) -> None:
                               pad_id=tokenizer.pad_token_id, epochs=1)
         secs = time.perf_counter() - t0
         if epoch % every == 0 or epoch == epochs:
-            show(epoch, f"{metrics['train-loss']:.3f}", f"{secs:.0f}")
+            show(epoch, f"{metrics['train_loss']:.3f}", f"{secs:.0f}")
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
@@ -30,6 +30,29 @@ class RoundFailedError(RuntimeError):
     """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
 
 
+WEIGHT_KEY = "num_examples"  # a client's share of the average (FedAvg's weighting), sent in its train metrics
+COUNTS = ("steps", "num_examples", "truncated_examples")  # the round's totals
+NOT_AGGREGATED = ("partition_id",)  # an id, not a figure
+
+
+def aggregate_train_metrics(records: list[RecordDict], weight_key: str) -> MetricRecord:
+    """The round's train metrics over its clients (Flower logs them): counts summed, the training length the
+    longest, the loss and any other figure weighted by the clients' examples; the partition id left out."""
+    rows = [dict(next(iter(r.metric_records.values()))) for r in records]
+    out = {}
+    for key in dict.fromkeys(k for row in rows for k in row):
+        if key in NOT_AGGREGATED:
+            continue
+        values = [(row[key], float(row[weight_key])) for row in rows if key in row]
+        if key in COUNTS:
+            out[key] = int(sum(v for v, _ in values))
+        elif key == "max_seq_len":
+            out[key] = int(max(v for v, _ in values))
+        else:
+            out[key] = sum(float(v) * w for v, w in values) / (sum(w for _, w in values) or 1.0)
+    return MetricRecord(out)
+
+
 def build_strategy(cfg: ExperimentConfig):
     """The flwr strategy named by ``strategy.name``, recording per-client train metrics for the round report."""
     s = cfg.strategy
@@ -39,6 +62,8 @@ def build_strategy(cfg: ExperimentConfig):
         min_train_nodes=s.min_train_nodes,
         # a round starts once this many nodes are connected: with a lower minimum, the run goes on without lost nodes
         min_available_nodes=s.min_trained_clients or cfg.num_clients,
+        weighted_by_key=WEIGHT_KEY,
+        train_metrics_aggr_fn=aggregate_train_metrics,
     )
     classes = {
         "fedavg": (flwr_strategy.FedAvg, {}),
@@ -60,23 +85,24 @@ def build_strategy(cfg: ExperimentConfig):
 
         def aggregate_train(self, server_round, replies):
             replies = list(replies)
-            failed = {f"node {r.metadata.src_node_id}": last_line(r.error.reason) for r in replies if r.has_error()}
+            failed = [{"node": int(r.metadata.src_node_id), "error": last_line(r.error.reason)}
+                      for r in replies if r.has_error()]
             replies = sorted((r for r in replies if not r.has_error()),
-                             key=lambda r: int(r.content["metrics"]["partition-id"]))
+                             key=lambda r: int(r.content["metrics"]["partition_id"]))
             sampled = self.sampled.get(server_round, len(replies) + len(failed))
-            trained = [int(r.content["metrics"]["partition-id"]) for r in replies]
+            trained = [int(r.content["metrics"]["partition_id"]) for r in replies]
             need = s.min_trained_clients or sampled
             no_reply = sampled - len(trained) - len(failed)
             self.participation[server_round] = {"sampled": sampled, "trained": trained, "failed": failed,
                                                 "no_reply": no_reply}
             if len(trained) < need:
-                errors = "; ".join(f"{k}: {v}" for k, v in failed.items()) or "no error reported"
+                errors = "; ".join(f"node {f['node']}: {f['error']}" for f in failed) or "no error reported"
                 raise RoundFailedError(
                     f"round {server_round}: {len(trained)} of {sampled} sampled clients trained (clients "
                     f"{trained}), strategy.min_trained_clients needs {need}; {len(failed)} failed, "
                     f"{no_reply} sent no reply ({errors})")
             self.train_log[server_round] = {
-                int(r.content["metrics"]["partition-id"]): dict(r.content["metrics"]) for r in replies
+                int(r.content["metrics"]["partition_id"]): dict(r.content["metrics"]) for r in replies
             }
             return super().aggregate_train(server_round, replies)
 

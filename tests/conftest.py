@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,11 @@ def compose(cache_dir, tmp_path):
         return d
 
     return _compose
+
+
+def report_schema_errors(report: dict) -> list[str]:
+    """Where ``report`` (a round's report.json) breaks fedmem/report.schema.json, one line per error."""
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "report.schema.json").read_text())
+    return [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(report)]

@@ -70,7 +70,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     md = method.markdown(sec)
     assert "MR(j→k)" in md and "MR_TotalFL |" in md
     assert "Incoherent generations dropped: 1 (0: 0, 1: 1)" in md
-    assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:+.1f} pts [" in md  # client 0 hits itself once, nobody else
+    assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:+.2f} pts [" in md  # client 0 hits itself once, nobody else
 
 
 def test_revealed_text_reaches_records_and_examples(parts, tmp_path):

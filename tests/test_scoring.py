@@ -122,6 +122,21 @@ def test_prior_logprobs_equals_sequence_logprobs_on_every_combination(model):
         np.testing.assert_allclose(got, full, atol=1e-5, rtol=0)
 
 
+def test_progress_counts_every_scored_pair_and_combination(model):
+    """The audit's stage bars: ``progress`` adds up to the pairs scored, and for the prior to the distinct
+    (prefix, non-empty suffix) combinations, the total ``RoundContext.prior_logprobs`` gives its bar."""
+    rng = np.random.default_rng(5)
+    pairs = random_pairs(7, rng)
+    done = []
+    sequence_logprobs(model, pairs, batch_size=3, progress=done.append)
+    assert done == [3, 3, 1]
+    qs = [p for p, _ in pairs] + [pairs[0][0]]
+    ss = [s for _, s in pairs] + [(), pairs[1][1]]
+    done.clear()
+    prior_logprobs(model, qs, ss, batch_size=4, progress=done.append)
+    assert sum(done) == len(set(qs)) * len({s for s in ss if s})
+
+
 def test_prior_logprobs_on_a_lora_model_restores_training_mode():
     from peft import LoraConfig, get_peft_model
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from fedmem.config import Decoding, build_section
 from fedmem.generation import generate_batched
+from fedmem.progress import progress_bar
 from fedmem.scoring import prior_logprobs, sequence_logprobs
 
 
@@ -90,6 +91,7 @@ class RoundContext:
     out_dir: str | None = None  # round_<r>/ directory: methods may write compact side files here (atomically)
     batch_size: int = 32  # sequences per scoring batch
     generation_batch_size: int = 256  # sequences per generation batch
+    show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
@@ -110,23 +112,28 @@ class RoundContext:
         seed = self.run.seed + 1000 * self.round if seed is None else seed
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
         if key not in self._gen_cache:
-            self._gen_cache[key] = generate_batched(
-                self.model,
-                self.run.tokenizer,
-                prompts,
-                max_new_tokens=max_new_tokens,
-                num_samples=num_samples,
-                decoding=decoding,
-                seed=seed,
-                batch_size=self.generation_batch_size,
-            )
+            each = "" if num_samples == 1 else f" ({num_samples} per prompt)"
+            with self.progress(len(prompts), f"generating{each}") as bar:
+                self._gen_cache[key] = generate_batched(
+                    self.model,
+                    self.run.tokenizer,
+                    prompts,
+                    max_new_tokens=max_new_tokens,
+                    num_samples=num_samples,
+                    decoding=decoding,
+                    seed=seed,
+                    batch_size=self.generation_batch_size,
+                    progress=bar.advance,
+                )
         return self._gen_cache[key]
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
         """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
         key = tuple(pairs)
         if key not in self._lp_cache:
-            self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size)
+            with self.progress(len(pairs), "scoring log P(s|p)") as bar:
+                self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size,
+                                                        progress=bar.advance)
         return self._lp_cache[key]
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
@@ -134,11 +141,19 @@ class RoundContext:
         memoised (each prefix's KV cache serves all suffixes: ``fedmem.scoring.prior_logprobs``)."""
         key = (tuple(prefixes), tuple(suffixes))
         if key not in self._prior_cache:
-            self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size)
+            pairs = len(set(map(tuple, prefixes))) * len({tuple(s) for s in suffixes if len(s)})  # as computed
+            with self.progress(pairs, "scoring prior log P(s|q)") as bar:
+                self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size,
+                                                        progress=bar.advance)
         return self._prior_cache[key]
 
     def decode(self, ids: list[int]) -> str:
         return self.run.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def progress(self, total: int, desc: str):
+        """A bar over one stage of a method's round (``with ctx.progress(n, "mr retrieval") as bar:`` then
+        ``bar.advance(k)``), shown only with ``show_progress``; it vanishes when the stage ends."""
+        return progress_bar(total, f"  {desc}", self.show_progress)
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,11 @@ class MemorizationRatio(AuditMethod):
         clock.lap("incoherence")
         # retrieval: every kept generation against every client's suffixes, each generation analysed once
         terms = [query_terms(g) for _, g in keep]
-        retrieved = {k: self.indexes[k].search_terms(terms, self.cfg.top_k) for k in clients}
+        retrieved = {}
+        with ctx.progress(len(clients), "mr retrieval") as bar:
+            for k in clients:
+                retrieved[k] = self.indexes[k].search_terms(terms, self.cfg.top_k)
+                bar.advance()
         clock.lap("retrieval")
         pairs, owners = [], []
         for i, (_, g) in enumerate(keep):
@@ -138,7 +142,8 @@ class MemorizationRatio(AuditMethod):
                     pairs.append((g, self.samples[k][doc].suffix_text))
                     owners.append((i, k, doc))
         self.detector.reset_stats()
-        detections = self.detector.detect_batch(pairs) if pairs else []
+        with ctx.progress(len(pairs), "mr detector") as bar:
+            detections = self.detector.detect_batch(pairs, progress=bar.advance) if pairs else []
         clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
         clock.lap("detector")
         hits = {cat: [set() for _ in keep] for cat in (*CATEGORIES, "any")}

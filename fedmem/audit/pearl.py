@@ -194,10 +194,12 @@ class PearlSensitivity(AuditMethod):
         t1 = time.perf_counter()
 
         tables = np.zeros((len(self.samples), n_k, n_i))
-        for si in range(len(self.samples)):
-            for j in range(n_k):
-                texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
-                tables[si, j] = performance(texts, self.references[si], self.metric, cfg.zlib_level)
+        with ctx.progress(len(self.samples), "pearl scoring") as bar:
+            for si in range(len(self.samples)):
+                for j in range(n_k):
+                    texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
+                    tables[si, j] = performance(texts, self.references[si], self.metric, cfg.zlib_level)
+                bar.advance()
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
         t2 = time.perf_counter()
 

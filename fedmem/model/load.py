@@ -13,6 +13,7 @@ import torch
 from fedmem.config import ModelConfig
 from fedmem.io import atomic_dir
 from fedmem.model.tiny import load_or_build_tiny
+from fedmem.progress import library_bars
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -87,10 +88,11 @@ def load_audited_model(cfg: ModelConfig):
 
 
 def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: str, progress: bool = True):
-    """(model, tokenizer, where) of the frozen base model."""
-    if cfg.offline:
-        return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
-    model, tokenizer = load_pretrained(cfg)
+    """(model, tokenizer, where) of the frozen base model; ``progress``: bars while it is built or loaded."""
+    with library_bars(progress):
+        if cfg.offline:
+            return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
+        model, tokenizer = load_pretrained(cfg)
     return model, tokenizer, cfg.path
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .align import AlignedCase, PairSpace, align, char_span
@@ -117,7 +118,9 @@ class PlagiarismDetector:
         self._entities.clear()
         getattr(self.scorer, "clear_cache", lambda: None)()
 
-    def detect_batch(self, pairs: list[tuple[str, str]]) -> list[Detection]:
+    def detect_batch(self, pairs: list[tuple[str, str]],
+                     progress: Callable[[int], object] | None = None) -> list[Detection]:
+        """``progress(k)``: called after each chunk of pairs typed with its number of pairs."""
         for k, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise TypeError(f"detect_batch expects (generated, suffix) string pairs; item {k} is {pair!r}")
@@ -125,6 +128,8 @@ class PlagiarismDetector:
         results: list[Detection] = []
         for start in range(0, len(pairs), CHUNK_PAIRS):
             results += self._detect_chunk(pairs[start : start + CHUNK_PAIRS])
+            if progress is not None:
+                progress(len(pairs[start : start + CHUNK_PAIRS]))
         return results
 
     def _detect_chunk(self, pairs: list[tuple[str, str]]) -> list[Detection]:

@@ -1,0 +1,94 @@
+"""What a run prints while it goes: one ``fedmem:`` line per audited round, and Flower's log lines once, at the
+level the user chose (``fedmem run -v``).
+
+Both go to stderr, beside the progress bars (``fedmem.progress``); stdout keeps the run directory as its last line.
+Flower is configured through the standard ``logging`` module and its ``FLWR_LOG_LEVEL`` variable only: this module
+does not import flwr (only ``clients/`` and ``server/`` do).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from fedmem.fmt import pct, pts_ci
+from fedmem.report import mean_train_loss
+
+FLOWER_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # no -v, -v, -vv
+
+
+def configure_logging(verbosity: int = 0) -> int:
+    """Flower's log lines once, at the level asked for: 0 warnings and errors, 1 (``-v``) also Flower's INFO lines
+    (rounds, sampling, aggregated metrics, its final results), 2 or more (``-vv``) also DEBUG. Returns the level."""
+    level = FLOWER_LEVELS[min(max(verbosity, 0), len(FLOWER_LEVELS) - 1)]
+    # Flower reads this when it is imported: the processes started from here (Ray's actors) log at the same level
+    os.environ["FLWR_LOG_LEVEL"] = logging.getLevelName(level)
+    flwr = logging.getLogger("flwr")
+    flwr.setLevel(level)
+    for handler in flwr.handlers:  # Flower's own console handler, INFO unless told otherwise
+        handler.setLevel(level)
+    # Flower prints through its own handler. Its records must not also reach a handler on the root logger, which
+    # code logging through the root logger installs on first use (logging.basicConfig): that printed every Flower
+    # line twice, the second time as "INFO:flwr:...", DEBUG lines included.
+    flwr.propagate = False
+    return level
+
+
+def _headline(report: dict, method: str) -> dict:
+    return ((report.get("audit") or {}).get(method) or {}).get("headline") or {}
+
+
+def _number(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
+def round_line(report: dict, num_rounds: int) -> str:
+    """One line per audited round from its ``report.json`` dict, e.g. ``fedmem: round 2/3  train loss 0.652
+    ROUGE-L 21.94%  MR intra 19.22% inter 19.14% (diff +0.08 pts [-2.60, +2.80])  PA-memorized 0 of 48  PEARL TPR
+    11.11% at FPR 0.00%  58 s training + 67 s audit``, rates as every report writes them (``fedmem.fmt``). A method
+    that did not run (or a figure it lacks) is left out."""
+    r = report.get("round")
+    trained = (report.get("source") or {}).get("kind") != "external"  # a model fedmem did not train: no rounds
+    parts = [f"fedmem: round {r}/{num_rounds}" if num_rounds and trained else f"fedmem: round {r}"]
+    loss = mean_train_loss(report)
+    if loss is not None:
+        parts.append(f"train loss {loss:.3f}")
+
+    utility = _headline(report, "utility")
+    for key, name in (("rouge_l", "ROUGE-L"), ("accuracy", "accuracy")):
+        if _number(utility.get(key)) is not None:
+            parts.append(f"{name} {pct(utility[key])}")
+
+    mr = _headline(report, "mr")
+    if _number(mr.get("intra")) is not None:
+        text = f"MR intra {pct(mr['intra'])} inter {pct(_number(mr.get('inter')))}"
+        diff = _number(mr.get("intra_minus_inter"))
+        if diff is not None:
+            ci = mr.get("intra_minus_inter_ci95")
+            ok = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(v) is not None for v in ci)
+            text += f" (diff {pts_ci(diff, ci if ok else None)})"
+        parts.append(text)
+
+    pa = _headline(report, "pa")
+    memorized, audited = _number(pa.get("pa_memorized")), _number(pa.get("audited"))
+    if memorized is not None:
+        parts.append(f"PA-memorized {int(memorized)}" + (f" of {int(audited)}" if audited is not None else ""))
+
+    pearl = _headline(report, "pearl")
+    if _number(pearl.get("tpr")) is not None:
+        fpr = _number(pearl.get("fpr"))
+        parts.append(f"PEARL TPR {pct(pearl['tpr'])}" + (f" at FPR {pct(fpr)}" if fpr is not None else ""))
+
+    timings = report.get("timings") or {}
+    methods = (report.get("audit") or {}).keys()
+    audit_s = sum(v for k, v in timings.items() if k in methods and _number(v) is not None)
+    training_s = _number(timings.get("round_training"))
+    spent = ([f"{_seconds(training_s)} training"] if training_s is not None else []) + (
+        [f"{_seconds(audit_s)} audit"] if audit_s else [])
+    if spent:
+        parts.append(" + ".join(spent))
+    return "  ".join(parts)

@@ -1,0 +1,116 @@
+"""The console: one line per audited round from a real round report, written by the auditor to stderr; Flower's
+log level and single output; the -v flags."""
+
+import contextlib
+import copy
+import io
+import json
+import logging
+import re
+
+import pytest
+
+from fedmem.cli import run_experiment, verbosity
+from fedmem.console import configure_logging, round_line
+from fedmem.experiment_config import compose_dict
+from fedmem.fmt import pct
+from tests.conftest import FAST
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, cache_dir):
+    """A real run (centralized baseline, every audit method, test-sized): its round reports and what it printed."""
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "audit.methods=[utility,mr,pearl,pa]",
+                      "audit.pearl.n=2", "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run_dir = run_experiment(d, str(tmp_path_factory.mktemp("console")))
+    reports = [json.loads((run_dir / f"round_{r}" / "report.json").read_text()) for r in (0, 1)]
+    return reports, err.getvalue()
+
+
+def test_the_auditor_prints_one_line_per_audited_round(run):
+    reports, err = run
+    lines = [x for x in err.splitlines() if x.startswith("fedmem: round")]
+    assert lines == [round_line(r, 1) for r in reports]
+
+
+def test_a_round_line_holds_every_methods_headline(run):
+    report = run[0][1]
+    line = round_line(report, 1)
+    audit = report["audit"]
+    mr, pa, pearl = audit["mr"]["headline"], audit["pa"]["headline"], audit["pearl"]["headline"]
+    assert line.startswith("fedmem: round 1/1  train loss ")
+    loss = sum(m["train_loss"] for m in report["train"]) / len(report["train"])
+    assert f"train loss {loss:.3f}" in line
+    assert f"ROUGE-L {pct(audit['utility']['headline']['rouge_l'])}" in line
+    assert f"MR intra {pct(mr['intra'])} inter {pct(mr['inter'])} (diff " in line
+    assert f"PA-memorized {pa['pa_memorized']} of {pa['audited']}" in line
+    assert f"PEARL TPR {pct(pearl['tpr'])} at FPR {pct(pearl['fpr'])}" in line
+    assert re.search(r"  [\d.]+ s training \+ [\d.]+ s audit$", line), line
+    assert "e+" not in line and "e-0" not in line  # no scientific notation
+
+
+def test_round_0_has_no_training_and_a_method_left_out_leaves_no_trace(run):
+    first = round_line(run[0][0], 3)
+    assert first.startswith("fedmem: round 0/3  ROUGE-L ") and "train loss" not in first
+    assert "training" not in first and first.endswith(" s audit")
+    report = copy.deepcopy(run[0][1])
+    for name in ("mr", "pearl"):
+        report["audit"].pop(name)
+        report["timings"].pop(name)
+    line = round_line(report, 1)
+    assert "ROUGE-L" in line and "PA-memorized" in line and "MR" not in line and "PEARL" not in line
+    assert round_line({"round": 2}, 3) == "fedmem: round 2/3"
+    assert round_line({"round": 0, "train": [], "audit": {"mr": {}}, "timings": {}}, 0) == "fedmem: round 0"
+    assert round_line({"round": 0, "source": {"kind": "external"}}, 3) == "fedmem: round 0"
+
+
+def test_train_loss_is_the_mean_over_the_clients_rows():
+    line = round_line({"round": 1, "train": [{"client": 0, "train_loss": 0.5}, {"client": 1, "train_loss": 0.7}]}, 1)
+    assert line == "fedmem: round 1/1  train loss 0.600"
+
+
+@pytest.fixture
+def flower_logger(monkeypatch):
+    logger = logging.getLogger("flwr")
+    saved = (logger.level, logger.propagate, [(h, h.level) for h in logger.handlers])
+    monkeypatch.delenv("FLWR_LOG_LEVEL", raising=False)  # restored after the test
+    yield logger
+    logger.setLevel(saved[0])
+    logger.propagate = saved[1]
+    for handler, level in saved[2]:
+        handler.setLevel(level)
+
+
+def test_flower_logs_once_at_the_chosen_level(flower_logger, monkeypatch):
+    import os
+
+    import flwr.common.logger  # noqa: F401  Flower's own console handler on the "flwr" logger
+
+    root = logging.getLogger()
+    seen = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    collect = Collect()
+    root.addHandler(collect)  # what an implicit logging.basicConfig() leaves on the root logger
+    try:
+        assert configure_logging(0) == logging.WARNING and os.environ["FLWR_LOG_LEVEL"] == "WARNING"
+        assert not flower_logger.isEnabledFor(logging.INFO) and flower_logger.isEnabledFor(logging.WARNING)
+        flower_logger.warning("only through Flower's own handler")
+        assert seen == []  # not a second time through the root logger
+        assert configure_logging(1) == logging.INFO and flower_logger.isEnabledFor(logging.INFO)
+        assert configure_logging(2) == logging.DEBUG == configure_logging(5)
+        assert all(h.level == logging.DEBUG for h in flower_logger.handlers)
+    finally:
+        root.removeHandler(collect)
+
+
+def test_verbose_flags_are_taken_out_of_the_overrides():
+    assert verbosity(["-v", "strategy.num_rounds=1"]) == (1, ["strategy.num_rounds=1"])
+    assert verbosity(["-m", "-vv", "seed=0,1"]) == (2, ["-m", "seed=0,1"])
+    assert verbosity(["--verbose", "run=x"]) == (1, ["run=x"])
+    assert verbosity(["a=-v"]) == (0, ["a=-v"])
