@@ -77,6 +77,9 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
                 known = sorted(p.stem for p in path.parent.glob("*.yaml"))
                 raise ValueError(f"{key}={value}: no such preset; known: {known}")
             preset = OmegaConf.load(path)
+            if "defaults" in preset or "hydra" in preset:  # a study preset: a whole sweep of trainings
+                raise ValueError(f"{key}={value} is a study preset (it composes other presets and sweeps training "
+                                 f"settings); re-audit with its audit settings as overrides instead")
             if "@package _global_" in path.read_text().split("\n", 1)[0]:
                 cfg = OmegaConf.merge(cfg, preset)
             else:

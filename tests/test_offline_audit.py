@@ -80,14 +80,14 @@ def test_reaudit_sweep_writes_audit_only_tables(trained, capsys):
           "audit.prefix_len=8,12"])
     sweep = trained / "audits" / "sweep"
     report = (sweep / "sweep_report.md").read_text()
-    assert "Audit only" in report and "## prefix_len" in report
-    tables = json.loads((sweep / "sweep_tables.json").read_text())
-    assert sorted(tables["prefix_len"]) == ["12", "8"]
-    for i, prefix_len in enumerate((8, 12)):
+    assert "Audit only" in report and "## Prefix length (paper Table 4)" in report
+    rows = json.loads((sweep / "sweep_tables.json").read_text())["tables"]["prefix_len"]["rows"]
+    assert [r["key"] for r in rows] == [{"prefix_len": 8}, {"prefix_len": 12}]
+    for i, row in enumerate(rows):
         summary = json.loads((sweep / str(i) / "summary.json").read_text())
-        assert summary["rounds"] == [1]
+        assert summary["rounds"] == [1] and row["runs"] == [str(i)]
         final = summary["curves"]["mr/intra"][-1][1]
-        assert tables["prefix_len"][str(prefix_len)]["mr/intra"][0] == pytest.approx(final)
+        assert row["figures"]["mr/intra"]["mean"] == pytest.approx(final)
 
 
 def test_an_experiment_preset_restores_its_rules_over_the_runs_resolved_ones(trained):
