@@ -262,7 +262,7 @@ def _configuration(cfg) -> list[str]:
         size = {k: v for k, v in sec.items() if k in ("n", "top_k", "c", "trials", "perturbation", "score")}
         if size:
             rows.append((f"audit.{name}", ", ".join(f"{k} {v}" for k, v in size.items())))
-    return ["## Configuration", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
+    return ["## Configuration", "", "| setting | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
             "The full resolved configuration: [config.yaml](config.yaml).", ""]
 
 

@@ -284,10 +284,10 @@ class MemorizationRatio(AuditMethod):
         if not cats:
             return []
         fig, axes = plt.subplots(1, len(cats), figsize=(3.3 * len(cats), 3.4), squeeze=False, layout="constrained")
-        for ax, cat in zip(axes[0], cats):
+        for ax, cat in zip(axes[0], cats):  # categories differ by orders of magnitude: a scale for each
             m = section["matrix"][cat]
             im = self._heatmap(ax, m, section["clients"], scale_ceiling(max(map(max, m))), cat)
-        fig.colorbar(im, ax=axes[0].tolist(), fraction=0.03, label="MR(j→k) %")
+            fig.colorbar(im, ax=ax, fraction=0.046, label="MR(j→k) %")
         return [("MR(j→k) per category, %", save_figure(fig, os.path.join(out_dir, "mr_heatmaps.png"), dpi=90))]
 
     def render_run(self, rounds: list[int], sections: list[dict], out_dir: str) -> list[tuple[str, str]]:

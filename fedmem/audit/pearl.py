@@ -405,15 +405,15 @@ class PearlSensitivity(AuditMethod):
             span = max(th[-1] - th[0], 0.1)
             # Below every score everything is flagged: start the steps there so the curve reads from rate 1.
             th = [th[0] - 0.05 * span, *th]
-            fpr = [1.0, *[p["fpr"] if p["fpr"] is not None else np.nan for p in curve]]
-            tpr = [1.0, *[p["tpr"] if p["tpr"] is not None else np.nan for p in curve]]
+            fpr = [100.0, *[100 * p["fpr"] if p["fpr"] is not None else np.nan for p in curve]]
+            tpr = [100.0, *[100 * p["tpr"] if p["tpr"] is not None else np.nan for p in curve]]
             ax.step(th, fpr, where="post", label="FPR (non-members)")
             ax.step(th, tpr, where="post", label="TPR (members)")
-            ax.axhline(section["calibration"]["fpr_target"], color="grey", ls=":", lw=1)
+            ax.axhline(100 * section["calibration"]["fpr_target"], color="grey", ls=":", lw=1)
             if section["calibration"]["alpha"] is not None:
                 ax.axvline(section["calibration"]["alpha"], color="k", ls="--", lw=1, label="calibrated alpha")
             ax.set_xlabel(f"threshold on {score}")
-            ax.set_ylabel("rate")
+            ax.set_ylabel("flagged %")
             ax.set_title("PEARL: flagged rates by threshold")
             ax.legend(fontsize=8)
             files.append(("PEARL FPR curve", save_figure(fig, os.path.join(out_dir, "pearl_fpr.png"))))

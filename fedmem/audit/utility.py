@@ -11,7 +11,7 @@ import numpy as np
 
 from fedmem.audit.base import AuditMethod, Panel, RoundContext, register
 from fedmem.config import Decoding, check_fields, option, positive
-from fedmem.fmt import pct, pct_ci
+from fedmem.fmt import pct, pct_ci, pts_ci
 
 NAMES = {"rouge_l": "ROUGE-L", "bleu": "BLEU", "accuracy": "accuracy"}
 
@@ -105,5 +105,5 @@ class Utility(AuditMethod):
     def summary(self, first: dict, last: dict) -> str:
         k = next(iter(last["weighted"]))
         h, f = last["headline"], first["headline"]
-        return (f"**Utility.** {NAMES[k]} on held-out test samples {pct_ci(h[k], h.get(k + '_ci95'), '')} % "
-                f"({100 * (h[k] - f[k]):+.1f} points since the first audited round, {pct(f[k], '')} %).")
+        return (f"**Utility.** {NAMES[k]} on held-out test samples {pct_ci(h[k], h.get(k + '_ci95'))} "
+                f"({pts_ci(h[k] - f[k], None)} since the first audited round, {pct(f[k])}).")

@@ -6,6 +6,8 @@ ends of the wire (peft's ``get_peft_model_state_dict`` / ``set_peft_model_state_
 
 from __future__ import annotations
 
+import warnings
+
 from pathlib import Path
 
 import torch
@@ -107,7 +109,13 @@ def wrap_lora(model, cfg: ModelConfig):
         target_modules=list(cfg.target_modules),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, lora)
+    with warnings.catch_warnings():
+        # Two notices that do not apply here, printed once per process (every Ray actor) otherwise: peft's about a
+        # tied output layer among the targets (the tiny preset adapts lm_head on purpose; fedmem never merges an
+        # adapter into its base), and transformers' deprecation of a method peft itself calls.
+        warnings.filterwarnings("ignore", message=r".*tie_word_embeddings=True.*ensure_weight_tying", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing. is deprecated", category=FutureWarning)
+        return get_peft_model(model, lora)
 
 
 def adapter_state(model) -> dict[str, torch.Tensor]:
