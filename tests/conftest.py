@@ -89,3 +89,21 @@ def report_schema_errors(report: dict) -> list[str]:
 
     schema = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "report.schema.json").read_text())
     return [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(report)]
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory, cache_dir):
+    """(run directory, what it printed to stderr) of a real test-sized run with every audit method: the centralized
+    baseline (no Ray), one epoch, rounds 0 and 1 audited. Shared by the report and console tests."""
+    import contextlib
+    import io
+
+    from fedmem.cli import run_experiment
+    from fedmem.experiment_config import compose_dict
+
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "audit.methods=[utility,mr,pearl,pa]",
+                      "audit.pearl.n=2", "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run_dir = run_experiment(d, str(tmp_path_factory.mktemp("full_run")))
+    return run_dir, err.getvalue()

@@ -1,32 +1,23 @@
 """The console: one line per audited round from a real round report, written by the auditor to stderr; Flower's
 log level and single output; the -v flags."""
 
-import contextlib
 import copy
-import io
 import json
 import logging
 import re
 
 import pytest
 
-from fedmem.cli import run_experiment, verbosity
+from fedmem.cli import verbosity
 from fedmem.console import configure_logging, round_line
-from fedmem.experiment_config import compose_dict
 from fedmem.fmt import pct
-from tests.conftest import FAST
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, cache_dir):
-    """A real run (centralized baseline, every audit method, test-sized): its round reports and what it printed."""
-    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "audit.methods=[utility,mr,pearl,pa]",
-                      "audit.pearl.n=2", "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        run_dir = run_experiment(d, str(tmp_path_factory.mktemp("console")))
-    reports = [json.loads((run_dir / f"round_{r}" / "report.json").read_text()) for r in (0, 1)]
-    return reports, err.getvalue()
+def run(full_run):
+    """The round reports of a real run (every audit method) and what it printed."""
+    run_dir, err = full_run
+    return [json.loads((run_dir / f"round_{r}" / "report.json").read_text()) for r in (0, 1)], err
 
 
 def test_the_auditor_prints_one_line_per_audited_round(run):

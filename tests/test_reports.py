@@ -12,20 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from fedmem.cli import run_experiment
 from fedmem.data import load_federated
-from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.experiment_config import from_dict
 from fedmem.report import REDACTED
-from tests.conftest import FAST, report_schema_errors
-
-METHODS = "audit.methods=[utility,mr,pearl,pa]"
+from tests.conftest import report_schema_errors
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory, cache_dir):
-    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", METHODS, "audit.pearl.n=2",
-                      "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])
-    return run_experiment(d, str(tmp_path_factory.mktemp("full_run")))
+def run_dir(full_run):
+    return full_run[0]
 
 
 def reports(run_dir: Path) -> list[dict]:
@@ -44,8 +39,8 @@ def keys(obj, skip=("versions", "config")):
             yield from keys(v, skip)
 
 
-def test_every_round_report_validates_against_the_schema(full_run):
-    reps = reports(full_run)
+def test_every_round_report_validates_against_the_schema(run_dir):
+    reps = reports(run_dir)
     assert [r["round"] for r in reps] == [0, 1]
     for rep in reps:
         errors = report_schema_errors(rep)
@@ -58,8 +53,8 @@ def test_every_round_report_validates_against_the_schema(full_run):
     assert report_schema_errors(broken)
 
 
-def test_summary_holds_curves_and_intervals(full_run):
-    summary = json.loads((full_run / "summary.json").read_text())
+def test_summary_holds_curves_and_intervals(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["rounds"] == [0, 1] and summary["schema_version"] == 1
     for figure in ("mr/intra", "mr/inter", "pa/pa_rate", "utility/rouge_l"):
         (r0, v0), (r1, v1) = summary["curves"][figure]
@@ -78,19 +73,19 @@ def training_windows(cfg, width: int = 20) -> set[str]:
     return out
 
 
-def test_a_redacted_run_writes_no_training_text(full_run):
-    cfg = from_dict({**json.loads(json.dumps(_config(full_run))), "run_dir": str(full_run)})
+def test_a_redacted_run_writes_no_training_text(run_dir):
+    cfg = from_dict({**json.loads(json.dumps(_config(run_dir))), "run_dir": str(run_dir)})
     assert not cfg.audit.reveal_text
     windows = training_windows(cfg)
-    files = [p for p in full_run.rglob("*") if p.suffix in (".json", ".md", ".html")]
+    files = [p for p in run_dir.rglob("*") if p.suffix in (".json", ".md", ".html")]
     texts = {p: p.read_text() for p in files}
-    for p in full_run.rglob("*.jsonl.gz"):
+    for p in run_dir.rglob("*.jsonl.gz"):
         with gzip.open(p, "rt") as f:
             texts[p] = f.read()
     assert len(texts) >= 10
     for path, text in texts.items():
         leaks = {text[i:i + 20] for i in range(len(text) - 19)} & windows
-        assert not leaks, f"{path.relative_to(full_run)} holds training text: {sorted(leaks)[:3]}"
+        assert not leaks, f"{path.relative_to(run_dir)} holds training text: {sorted(leaks)[:3]}"
 
 
 def _config(run_dir: Path) -> dict:
@@ -99,8 +94,8 @@ def _config(run_dir: Path) -> dict:
     return yaml.safe_load((run_dir / "config.yaml").read_text())
 
 
-def test_run_page_opens_with_the_answer(full_run):
-    md = (full_run / "report.md").read_text()
+def test_run_page_opens_with_the_answer(run_dir):
+    md = (run_dir / "report.md").read_text()
     order = ["## The answer at round 1", "**Memorization ratio.**", "**PEARL.**", "**Prior-Aware.**", "**Utility.**",
              "**Training.**", "**Run health.**", "## Over rounds", "## Headline figures per round",
              "## Detectors against the ground truth", "## Configuration"]
@@ -109,7 +104,7 @@ def test_run_page_opens_with_the_answer(full_run):
     assert REDACTED in md
     assert re.search(r"MR_Intra \d+\.\d\d% \[\d+\.\d\d, \d+\.\d\d\] vs MR_Inter \d+\.\d\d% \[", md)
     for png in re.findall(r"\]\(([^)]+\.png)\)", md):
-        assert (full_run / png).stat().st_size > 0
+        assert (run_dir / png).stat().st_size > 0
     assert "panel_mr_0.png" in md and "panel_train.png" in md
 
 
@@ -126,19 +121,19 @@ def rendered_text(page: Path) -> str:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (apt-get install chromium)")
-def test_html_pages_render_self_contained_in_a_browser(full_run):
-    for page in (full_run / "report.html", full_run / "round_1" / "report.html"):
+def test_html_pages_render_self_contained_in_a_browser(run_dir):
+    for page in (run_dir / "report.html", run_dir / "round_1" / "report.html"):
         source = page.read_text()
         assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", source)  # nothing to fetch from outside
         srcs = re.findall(r'<img[^>]* src="([^"]+)"', source)
         assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)  # figures travel with the page
         text = " ".join(rendered_text(page).split())
         assert "Training text is redacted on this page" in text and "<redacted sha256:… len=…>" in text
-    run_text = " ".join(rendered_text(full_run / "report.html").split())
+    run_text = " ".join(rendered_text(run_dir / "report.html").split())
     for heading in ("The answer at round 1", "Over rounds", "Headline figures per round",
                     "Detectors against the ground truth", "Configuration"):
         assert heading in run_text
-    round_text = " ".join(rendered_text(full_run / "round_1" / "report.html").split())
+    round_text = " ".join(rendered_text(run_dir / "round_1" / "report.html").split())
     for heading in ("Training", "Cross-client memorization ratio (MR)", "PEARL perturbation sensitivity",
                     "Prior-Aware memorization (PA)", "Utility on held-out test samples"):
         assert heading in round_text
