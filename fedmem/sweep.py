@@ -12,7 +12,7 @@ paper), so a row never pools runs that differ in anything but the seed. A cell i
   (``sampling95``; none where the run has none).
 
 Rate intervals are clipped to [0, 1]. ``sweep_tables.json`` keeps fractions; ``sweep_report.md`` shows percent
-(fedmem.fmt: one decimal, differences in percentage points).
+(as everywhere, through fedmem.fmt; differences in percentage points).
 """
 
 from __future__ import annotations
