@@ -47,10 +47,10 @@ def _seconds(x: float) -> str:
 
 
 def round_line(report: dict, num_rounds: int) -> str:
-    """One line per audited round from its ``report.json`` dict, e.g. ``fedmem: round 2/3  train loss 0.652
-    ROUGE-L 21.94%  MR intra 19.22% inter 19.14% (diff +0.08 pts [-2.60, +2.80])  PA-memorized 0 of 48  PEARL TPR
-    11.11% at FPR 0.00%  58 s training + 67 s audit``, rates as every report writes them (``fedmem.fmt``). A method
-    that did not run (or a figure it lacks) is left out."""
+    """One line per audited round from its ``report.json`` dict: ``fedmem: round <r>/<rounds>  train loss <L>
+    ROUGE-L <%>  MR intra <%> inter <%> (diff <pts> [<lo>, <hi>])  PA-memorized <k> of <n>  PEARL TPR <%> at FPR <%>
+    <s> s training + <s> s audit``, rates as every report writes them (``fedmem.fmt``). A method that did not run
+    (or a figure it lacks) is left out."""
     r = report.get("round")
     trained = (report.get("source") or {}).get("kind") != "external"  # a model fedmem did not train: no rounds
     parts = [f"fedmem: round {r}/{num_rounds}" if num_rounds and trained else f"fedmem: round {r}"]
