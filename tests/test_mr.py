@@ -93,7 +93,9 @@ def test_revealed_text_reaches_records_and_examples(parts, tmp_path):
         rec = json.loads(f.readline())
     assert rec["generation"] == texts[0] and rec["prefix_text"] == run.train[0][0].prefix_text
     assert target in [m["suffix_text"] for m in rec["matches"]]
-    assert "| verbatim | 0 → 1 |" in method.markdown(sec)
+    g0, g1, _, _ = e["spans"][0]
+    md = method.markdown(sec)
+    assert "| verbatim | 0 → 1 |" in md and f"**{texts[0][g0:g1].strip()}**" in md  # the matched passage in bold
 
 
 def test_cl_label_reports_total_cl(parts, tmp_path):

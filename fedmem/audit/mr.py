@@ -56,9 +56,17 @@ class Stopwatch:
         self._last = now
 
 
-def _cell_text(text: str) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+def _cell_text(text: str, spans: list[list[int]] = ()) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped, the aligned passages ``[start, end)`` in bold."""
+    marks = sorted((a, b) for a, b in spans if b > a)
+    parts, at = [], 0
+    for a, b in marks:
+        if a >= at:
+            passage = text[a:b].strip()
+            parts += [text[at:a], f" **{passage}** " if passage else ""]
+            at = b
+    parts.append(text[at:])
+    return " ".join("".join(parts).split()).replace("|", "\\|")
 
 
 @register
@@ -233,7 +241,8 @@ class MemorizationRatio(AuditMethod):
                     taken[key] = taken.get(key, 0) + 1
                     out.append({"category": det.category, "prefix_client": s.client, "suffix_client": k,
                                 "prefix_id": s.id, "suffix_id": self.samples[k][doc].id, "prefix": s.prefix_text,
-                                "generation": gen, "suffix": self.samples[k][doc].suffix_text})
+                                "generation": gen, "suffix": self.samples[k][doc].suffix_text,
+                                "spans": [[c.src_start, c.src_end, c.susp_start, c.susp_end] for c in det.cases]})
         order = {c: n for n, c in enumerate(CATEGORIES)}
         return sorted(out, key=lambda e: (order[e["category"]], e["prefix_client"], e["suffix_client"]))
 
@@ -346,8 +355,8 @@ class MemorizationRatio(AuditMethod):
                       "| category | j → k | prefix | generation | matched suffix |", "|---|---|---|---|---|"]
             names = self.run.client_names
             lines += [f"| {e['category']} | {names.get(e['prefix_client'])} → {names.get(e['suffix_client'])} | "
-                      f"{_cell_text(e['prefix'])} | {_cell_text(e['generation'])} | {_cell_text(e['suffix'])} |"
-                      for e in section["examples"]]
+                      f"{_cell_text(e['prefix'])} | {_cell_text(e['generation'], [c[:2] for c in e['spans']])} | "
+                      f"{_cell_text(e['suffix'], [c[2:] for c in e['spans']])} |" for e in section["examples"]]
         ref = section.get("reference") or {}
         if ref:
             lines += ["", "Components: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in ref.items())]
