@@ -162,7 +162,8 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
     lines = [f"# Round {server_round}: {label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model "
              f"{cfg.model.name}", "",
              f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`; "
-             f"[run page](../report.md)", "", *_note(run.reveal_text)]
+             f"[run page](../report.md); every figure of this page and more: [report.json](report.json)", "",
+             *_note(run.reveal_text)]
     if _source_line(source):
         lines += [_source_line(source), ""]
     if report["train"]:

@@ -453,7 +453,8 @@ class PearlSensitivity(AuditMethod):
             f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {pct(cal['fpr_target'])}: TPR {pct(cal['tpr'])}, "
             f"ROC AUC {fmt(cal['auc'])}; loss attack TPR {pct(mia['tpr'])}, ROC AUC {fmt(mia['auc'])}.",
             "",
-            "Samples flagged as memorized (95% Wilson intervals in brackets):",
+            "Samples flagged as memorized (95% Wilson intervals in brackets; every sample's scores and performance "
+            "table: `audit.pearl.samples` and `audit.pearl.tables` in report.json):",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),
