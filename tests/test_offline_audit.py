@@ -194,3 +194,12 @@ def test_external_audit_refuses_what_is_not_a_local_model(tmp_path, capsys, monk
               "data.columns={patient:text,doctor:reply}"])
     assert info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_study_preset_is_refused_as_a_re_audit_override():
+    from fedmem.offline_audit import apply_overrides
+
+    base = compose_dict(FAST)
+    with pytest.raises(ValueError, match="experiment=paper_decoding is a study preset"):
+        apply_overrides(base, ["experiment=paper_decoding"])
+    assert apply_overrides(base, ["experiment=paper"])["experiment"] == "paper"  # a plain preset still applies
