@@ -88,7 +88,8 @@ def report_schema_errors(report: dict) -> list[str]:
     import jsonschema
 
     schema = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "report.schema.json").read_text())
-    return [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(report)]
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(report)]
 
 
 @pytest.fixture(scope="session")

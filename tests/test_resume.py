@@ -21,7 +21,6 @@ def _fedmem(*args, **kwargs):
     return [sys.executable, "-m", "fedmem.cli", *args]
 
 
-
 def _report(run, r):
     return json.loads((run / f"round_{r}" / "report.json").read_text())
 

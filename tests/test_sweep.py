@@ -143,7 +143,8 @@ def test_a_real_2x2_sweep_gives_one_row_per_point_in_the_papers_order(audited):
     rows = [line for line in md.splitlines() if re.match(r"\| (9|12) \| ", line)]
     assert [line.split(" | ")[:3] for line in rows] == [["| 9", "top_k", "1"], ["| 9", "greedy", "1"],
                                                         ["| 12", "top_k", "1"], ["| 12", "greedy", "1"]]
-    assert all(re.fullmatch(r"\d+\.\d\d%( \[\d+\.\d\d, \d+\.\d\d\])?", c) for line in rows for c in line.split(" | ")[3:5])
+    cells = [c for line in rows for c in line.split(" | ")[3:5]]
+    assert all(re.fullmatch(r"\d+\.\d\d%( \[\d+\.\d\d, \d+\.\d\d\])?", c) for c in cells)
 
 
 def _reseed(src: Path, dst: Path, seed: int, values: dict[str, float], ci95: dict | None = None) -> None:

@@ -173,7 +173,8 @@ class MemorizationRatio(AuditMethod):
             headline |= {"intra_minus_inter": any_["intra_minus_inter"]["diff"],
                          "intra_minus_inter_ci95": any_["intra_minus_inter"]["ci95"]}
         for c in CATEGORIES:
-            headline |= {f"{c}_total": figures[c]["total"], f"{c}_total_ci95": figures[c]["uncertainty"]["total"]["ci95"]}
+            headline |= {f"{c}_total": figures[c]["total"],
+                         f"{c}_total_ci95": figures[c]["uncertainty"]["total"]["ci95"]}
         section = {
             "config": asdict(self.cfg),
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
@@ -320,7 +321,8 @@ class MemorizationRatio(AuditMethod):
 
     def _matrix_table(self, section: dict, cat: str = "any") -> list[str]:
         clients, names = section["clients"], self.run.client_names
-        ci = (section.get("uncertainty") or {}).get(cat, {}).get("matrix_ci95") or [[None] * len(clients)] * len(clients)
+        ci = ((section.get("uncertainty") or {}).get(cat, {}).get("matrix_ci95")
+              or [[None] * len(clients)] * len(clients))
         lines = ["| prefix client j \\ suffix client k | " + " | ".join(names.get(c, str(c)) for c in clients) + " |",
                  "|---" * (len(clients) + 1) + "|"]
         for j, row, row_ci in zip(clients, section["matrix"][cat], ci):

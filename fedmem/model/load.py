@@ -113,7 +113,8 @@ def wrap_lora(model, cfg: ModelConfig):
         # Two notices that do not apply here, printed once per process (every Ray actor) otherwise: peft's about a
         # tied output layer among the targets (the tiny preset adapts lm_head on purpose; fedmem never merges an
         # adapter into its base), and transformers' deprecation of a method peft itself calls.
-        warnings.filterwarnings("ignore", message=r".*tie_word_embeddings=True.*ensure_weight_tying", category=UserWarning)
+        warnings.filterwarnings("ignore", message=r".*tie_word_embeddings=True.*ensure_weight_tying",
+                                category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing. is deprecated", category=FutureWarning)
         return get_peft_model(model, lora)
 
