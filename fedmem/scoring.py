@@ -157,6 +157,14 @@ def suffix_blocks(lengths: list[int], max_rows: int, slack: float = PAD_SLACK) -
     return blocks
 
 
+def prior_inputs(prefixes, suffixes) -> tuple[list[tuple], list[tuple]]:
+    """(distinct prefixes, distinct non-empty suffixes) in first-seen order: the rows and columns that
+    :func:`prior_logprobs` computes. Prefixes sampled with replacement repeat, the same suffix may be audited
+    twice, and an empty suffix keeps log P = 0."""
+    prefixes = [tuple(q) for q in prefixes]
+    return list(dict.fromkeys(prefixes)), [s for s in dict.fromkeys(tuple(s) for s in suffixes) if s]
+
+
 @torch.inference_mode()
 def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
                    progress: Callable[[int], object] | None = None) -> np.ndarray:
@@ -173,13 +181,8 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
     if any(len(q) == 0 for q in prefixes):
         raise ValueError("log P(s|q) needs non-empty prefixes q")
     result = np.zeros((len(prefixes), len(suffixes)), dtype=np.float64)
-    if not prefixes or not suffixes:
-        return result
-
-    # Deduplicate: prefixes sampled with replacement repeat, and the same suffix may be audited twice.
-    uniq_q = list(dict.fromkeys(prefixes))
-    uniq_s = [s for s in dict.fromkeys(suffixes) if len(s) > 0]  # empty suffixes keep log P = 0
-    if not uniq_s:
+    uniq_q, uniq_s = prior_inputs(prefixes, suffixes)
+    if not uniq_q or not uniq_s:
         return result
     q_pos = {q: i for i, q in enumerate(uniq_q)}
     s_pos = {s: j for j, s in enumerate(uniq_s)}

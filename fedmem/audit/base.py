@@ -17,7 +17,7 @@ import numpy as np
 from fedmem.config import Decoding, build_section
 from fedmem.generation import generate_batched
 from fedmem.progress import progress_bar
-from fedmem.scoring import prior_logprobs, sequence_logprobs
+from fedmem.scoring import prior_inputs, prior_logprobs, sequence_logprobs
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,8 @@ class RoundContext:
         memoised (each prefix's KV cache serves all suffixes: ``fedmem.scoring.prior_logprobs``)."""
         key = (tuple(prefixes), tuple(suffixes))
         if key not in self._prior_cache:
-            pairs = len(set(map(tuple, prefixes))) * len({tuple(s) for s in suffixes if len(s)})  # as computed
-            with self.progress(pairs, "scoring prior log P(s|q)") as bar:
+            rows, cols = prior_inputs(prefixes, suffixes)
+            with self.progress(len(rows) * len(cols), "scoring prior log P(s|q)") as bar:
                 self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size,
                                                         progress=bar.advance)
         return self._prior_cache[key]

@@ -270,16 +270,16 @@ class PearlSensitivity(AuditMethod):
 
         mia = self._mia(loss, is_member, chosen > decision_alpha)
         means = np.array([intensity_means(t) for t in tables]) if len(tables) else np.zeros((0, len(cfg.intensities)))
-        tpr_k = int(np.sum(mem_s > calibrated)) if calibrated is not None else None
+        at_cal = (counts.get("calibrated") or {}).get("overall") or {}  # the decision at the calibrated threshold
+        members, nonmembers = at_cal.get("members") or {}, at_cal.get("nonmembers") or {}
         section: dict[str, Any] = {
             "config": {**asdict(cfg), "metric": self.metric},
-            "headline": {  # the decision at the calibrated threshold (FPR on the non-members <= fpr_target)
-                "tpr": flagged_rate(mem_s, calibrated) if calibrated is not None else None,
-                "tpr_ci95": rate(tpr_k, len(mem_s))["ci95"] if calibrated is not None else None,
-                "fpr": flagged_rate(non_s, calibrated) if calibrated is not None else None,
+            "headline": {  # FPR on the non-members <= fpr_target
+                "tpr": members.get("rate"),
+                "tpr_ci95": members.get("rate_ci95"),
+                "fpr": nonmembers.get("rate"),
                 "auc": roc_auc(mem_s, non_s),
-                "members_flagged": counts["calibrated"]["overall"]["members"]["memorized"]
-                if counts.get("calibrated") else None,
+                "members_flagged": members.get("memorized"),
                 "members": nm,
             },
             "n_members": nm,

@@ -127,9 +127,10 @@ class PlagiarismDetector:
         self.counts["pairs"] += len(pairs)
         results: list[Detection] = []
         for start in range(0, len(pairs), CHUNK_PAIRS):
-            results += self._detect_chunk(pairs[start : start + CHUNK_PAIRS])
+            chunk = pairs[start : start + CHUNK_PAIRS]
+            results += self._detect_chunk(chunk)
             if progress is not None:
-                progress(len(pairs[start : start + CHUNK_PAIRS]))
+                progress(len(chunk))
         return results
 
     def _detect_chunk(self, pairs: list[tuple[str, str]]) -> list[Detection]:

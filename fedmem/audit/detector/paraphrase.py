@@ -143,8 +143,6 @@ class MiniLMScorer:
         return np.stack([self._cache[(s, dtype)] for s in sentences])
 
     def _embed(self, sentences: list[str], dtype: str) -> np.ndarray:
-        if not sentences:
-            return np.zeros((0, 384), dtype=np.float32)
         import torch
 
         tokenizer, model = _load_minilm(self.device, dtype)
