@@ -97,7 +97,7 @@ def reference_shaped(auditor, k: int, seed: int) -> dict:
     subset = random.Random(seed).sample(prefixes, min(k, len(prefixes)))
     model, tok = auditor.model, run.tokenizer
     t = time.perf_counter()
-    gens = [tok.decode(generate_batched(model, tok, [s.prompt_ids], run.suffix_len, decoding=run.decoding,
+    gens = [tok.decode(generate_batched(model, tok, [s.prompt_ids], mr.cfg.max_new_tokens, decoding=run.decoding,
                                         seed=seed, batch_size=1)[0][0], skip_special_tokens=True) for s in subset]
     t_gen = time.perf_counter() - t
     t = time.perf_counter()
@@ -154,7 +154,8 @@ def paper_round(args, state) -> dict:
         top_k = auditor.methods["mr"].cfg.top_k
         print(f"\npaper-scale round: L = {L} clients, n = {n} prefixes per client, top-{top_k} "
               f"per client index")
-        print(f"  work: {n * L} generations of up to {auditor.run.suffix_len} tokens, {n * L * L} index queries, "
+        print(f"  work: {n * L} generations of up to {auditor.methods['mr'].cfg.max_new_tokens} tokens, "
+              f"{n * L * L} index queries, "
               f"{mr['pairs_checked']} detector pairs")
         print(f"  set-up (audit pool, {L} suffix indexes, detector models): {setup:.1f} s")
         print("  stage breakdown (s):")

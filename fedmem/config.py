@@ -268,8 +268,7 @@ class AuditConfig:
     """
 
     methods: list[str] = option_factory(["utility", "mr", "pearl", "pa"], "enabled audit methods, by registry name")
-    prefix_len: int = option(30, "prefix tokens of the memorization text")
-    suffix_len: int = option(64, "suffix tokens = generation budget (max_new_tokens)")
+    prefix_len: int = option(30, "prefix tokens of the memorization text; the suffix is all the rest of it")
     samples_per_client: int | Literal["all"] = option(
         600, "train samples per client prepared for auditing, fixed per run; all = every usable one")
     test_per_client: int | Literal["all"] = option(
@@ -286,15 +285,10 @@ class AuditConfig:
         if isinstance(self.decoding, dict):
             self.decoding = build_section(Decoding, self.decoding, "audit.decoding")
         check_fields(self, "audit")
-        positive(self, "audit", "prefix_len", "suffix_len", "batch_size", "generation_batch_size")
+        positive(self, "audit", "prefix_len", "batch_size", "generation_batch_size")
         for name in ("samples_per_client", "test_per_client"):
             if getattr(self, name) != "all":
                 positive(self, "audit", name)
-        if self.prefix_len > self.suffix_len:
-            raise ValueError(
-                f"audit.prefix_len ({self.prefix_len}) is longer than the suffix budget audit.suffix_len "
-                f"({self.suffix_len}); raise audit.suffix_len or shorten the prefix"
-            )
 
 
 @dataclass

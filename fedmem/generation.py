@@ -3,6 +3,10 @@
 Every audit method that needs model outputs goes through :func:`generate_batched` (via
 ``RoundContext.generate``), so a round makes one generation pass per distinct request. Prompts are sorted by
 length before batching so that batches carry little padding; outputs are returned in the caller's order.
+
+Decoding starts from the model's own generation config, as ``generate`` does by default and the cross-client
+paper's code relies on, and a preset changes one knob (SPEC §3). A generation ends at the model's end of turn
+(any of its end-of-sequence ids) or at the cap.
 """
 
 from __future__ import annotations
@@ -13,28 +17,54 @@ import torch
 
 from fedmem.config import Decoding
 
+# The generation settings that change which tokens are drawn: what a report states as the decoding used.
+DECODING_KEYS = ("do_sample", "num_beams", "top_k", "top_p", "min_p", "typical_p", "temperature",
+                 "repetition_penalty", "no_repeat_ngram_size")
+SAMPLING_ONLY = {"top_k", "top_p", "min_p", "typical_p", "temperature"}
+
 
 def sampling_kwargs(decoding: Decoding) -> dict:
-    """``generate`` arguments of a decoding preset (SPEC §3).
-
-    Each preset changes one knob from greedy decoding and leaves the others neutral (top_k=0 disables top-k,
-    top_p=1.0 disables nucleus), so a preset means exactly what its name says.
-    """
+    """``generate`` arguments of a decoding preset: the one knob it changes (SPEC §3); every other setting is the
+    model's own generation config, as ``generate`` resolves it."""
     if decoding.strategy == "greedy":
-        return {"do_sample": False, "top_k": None, "top_p": None, "temperature": None}
-    kw = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0}
-    if decoding.strategy == "top_k":
-        kw["top_k"] = decoding.top_k
-    elif decoding.strategy == "top_p":
-        kw["top_p"] = decoding.top_p
-    else:
-        kw["temperature"] = decoding.temperature
-    return kw
+        return {"do_sample": False, "num_beams": 1}
+    knob = {"top_k": {"top_k": decoding.top_k}, "top_p": {"top_p": decoding.top_p},
+            "temperature": {"temperature": decoding.temperature}}[decoding.strategy]
+    return {"do_sample": True, **knob}
 
 
-def _trim(ids: list[int], stop_ids: set[int]) -> list[int]:
+def _base(model):
+    """The transformers model under a peft wrapper (whose ``generate`` forwards to it)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def decoding_used(model, decoding: Decoding) -> dict:
+    """The values ``generate`` decodes with for ``decoding`` on ``model``: the preset's knob over the model's
+    generation config over transformers' defaults, resolved by the same call ``generate`` makes. Sampling knobs
+    are left out of a greedy preset, where they do nothing."""
+    config, _ = _base(model)._prepare_generation_config(None, **sampling_kwargs(decoding))
+    used = {k: getattr(config, k, None) for k in DECODING_KEYS if config.do_sample or k not in SAMPLING_ONLY}
+    return {"strategy": decoding.strategy, **{k: v for k, v in used.items() if v is not None}}
+
+
+def stop_ids(model, tokenizer) -> list[int]:
+    """Every id that ends a generation: the tokenizer's end-of-sequence id and the model generation config's
+    (a chat model may list its end-of-turn id there)."""
+    ids = {tokenizer.eos_token_id}
+    eos = getattr(_base(model).generation_config, "eos_token_id", None)
+    ids |= set(eos) if isinstance(eos, (list, tuple)) else {eos}
+    return sorted(i for i in ids if i is not None)
+
+
+def hit_cap(ids: list[int], max_new_tokens: int) -> bool:
+    """Whether a continuation returned by :func:`generate_batched` ran to the cap instead of ending its turn (an
+    ended one is cut before its end-of-sequence id, so it is shorter than the cap)."""
+    return len(ids) >= max_new_tokens
+
+
+def _trim(ids: list[int], stop: set[int]) -> list[int]:
     for i, t in enumerate(ids):
-        if t in stop_ids:
+        if t in stop:
             return ids[:i]
     return ids
 
@@ -51,19 +81,17 @@ def generate_batched(
     batch_size: int = 32,
     progress: Callable[[int], object] | None = None,
 ) -> list[list[list[int]]]:
-    """Continuations (prompt excluded, cut at the first end-of-sequence) for every prompt.
+    """Continuations (prompt excluded, cut at the first end-of-sequence id) for every prompt.
 
     Returns ``out[i][r]``: the r-th of ``num_samples`` continuations of ``prompts[i]``. ``batch_size`` counts
     sequences (prompts x samples) per forward pass. Sampling is seeded once per call, so the same call on the
     same model gives the same outputs. ``progress(k)`` is called after each batch with its number of prompts.
     """
     decoding = decoding or Decoding()
-    if decoding.strategy == "greedy":
-        num_samples_gen = 1  # greedy samples are identical: compute once, copy
-    else:
-        num_samples_gen = num_samples
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    stop_ids = {t for t in (tokenizer.eos_token_id, pad_id) if t is not None}
+    num_samples_gen = 1 if decoding.strategy == "greedy" else num_samples  # greedy samples are identical: copy
+    eos = stop_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    stop = set(eos) | {pad_id}
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     per_batch = max(1, batch_size // num_samples_gen)
@@ -87,13 +115,13 @@ def generate_batched(
             max_new_tokens=max_new_tokens,
             num_return_sequences=num_samples_gen,
             pad_token_id=pad_id,
-            eos_token_id=tokenizer.eos_token_id,
+            eos_token_id=eos,
             use_cache=True,
             **kw,
         )
         new = gen[:, width:].tolist()
         for row, i in enumerate(idx):
-            outs = [_trim(new[row * num_samples_gen + r], stop_ids) for r in range(num_samples_gen)]
+            outs = [_trim(new[row * num_samples_gen + r], stop) for r in range(num_samples_gen)]
             out[i] = outs * num_samples if num_samples_gen == 1 and num_samples > 1 else outs
         if progress is not None:
             progress(len(idx))

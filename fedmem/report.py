@@ -255,7 +255,7 @@ def _configuration(cfg) -> list[str]:
          (f", proximal mu {s['proximal_mu']}" if s["name"] == "fedprox" else "") +
          f", fraction of clients per round {s['fraction_train']}; {t['local_epochs']} local epoch(s), learning rate "
          f"{t['lr']}, batch {t['batch_size']} (effective {t['effective_batch']})"),
-        ("audit", f"prefix {a['prefix_len']} / suffix {a['suffix_len']} tokens, {a['decoding']['strategy']} "
+        ("audit", f"prefix {a['prefix_len']} tokens (the suffix: the rest of the text), {a['decoding']['strategy']} "
                   f"decoding; methods: {', '.join(a['methods'])}; text {'shown' if a['reveal_text'] else 'redacted'}"),
     ]
     for name in a["methods"]:

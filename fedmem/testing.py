@@ -18,6 +18,7 @@ from fedmem.audit.detector.ner import entity_sets, load_ner
 from fedmem.audit.detector.preprocess import vectorize
 from fedmem.audit.detector.seeding import batch_seeds
 from fedmem.config import Decoding
+from fedmem.data.templates import continuation_header
 from fedmem.model.tiny import qwen2_model, train_tokenizer
 
 USER_TEMPLATE = "Please continue the following text. {text}"
@@ -57,24 +58,22 @@ def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
     ).eval()
 
 
+def prompt_header(tokenizer) -> tuple[int, ...]:
+    """The ids every audit prompt starts with: the chat template's open user turn (as ``build_audit_run``)."""
+    return tuple(tokenizer(continuation_header(tokenizer), add_special_tokens=False)["input_ids"])
+
+
 def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_len: int, suffix_len: int,
                 tags: dict | None = None) -> AuditSample:
-    """Prefix = first ``prefix_len`` tokens of the text, suffix = the next ``suffix_len``; the prompt is the chat
-    template around the user template holding the prefix text (as the data module does)."""
+    """Prefix = first ``prefix_len`` tokens of the text, suffix = the next ``suffix_len`` (the fixture's texts are
+    cut there); the prompt is the chat template's open user turn holding the prefix (as the audit pool's)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     prefix_ids, suffix_ids = ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]
-    prefix_text = tokenizer.decode(prefix_ids)
-    chat = tokenizer.apply_chat_template(
-        [{"role": "user", "content": USER_TEMPLATE.format(text=prefix_text)}],
-        add_generation_prompt=True,
-        tokenize=False,
-    )
-    prompt_ids = tokenizer(chat, add_special_tokens=False)["input_ids"]
     return AuditSample(
-        id=f"c{client}/{split}/{idx}", client=client, split=split, prompt_ids=tuple(prompt_ids),
-        prefix_ids=tuple(prefix_ids), suffix_ids=tuple(suffix_ids), prefix_text=prefix_text,
-        suffix_text=tokenizer.decode(suffix_ids), tags=tags or {},
-        reference=tokenizer.decode(suffix_ids),  # the fixture trains the assistant turn to be the suffix (memorize)
+        id=f"c{client}/{split}/{idx}", client=client, split=split,
+        prompt_ids=prompt_header(tokenizer) + tuple(prefix_ids), prefix_ids=tuple(prefix_ids),
+        suffix_ids=tuple(suffix_ids), prefix_text=tokenizer.decode(prefix_ids),
+        suffix_text=tokenizer.decode(suffix_ids), tags=tags or {}, reference=tokenizer.decode(suffix_ids),
     )
 
 
@@ -90,7 +89,8 @@ def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, p
         test[c] = [make_sample(tokenizer, t, c, "test", i, prefix_len, suffix_len) for i, t in enumerate(te)]
     return AuditRun(
         train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
-        decoding=decoding or Decoding(), prefix_len=prefix_len, suffix_len=suffix_len, seed=seed, task="synthetic",
+        decoding=decoding or Decoding(), prefix_len=prefix_len, prompt_header=prompt_header(tokenizer), seed=seed,
+        task="synthetic",
     )
 
 

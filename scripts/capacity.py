@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fedmem.audit.prior_aware import default_m  # noqa: E402
+from fedmem.audit.base import build_method_config  # noqa: E402
 from fedmem.audit.samples import build_audit_run  # noqa: E402
 from fedmem.config import Decoding  # noqa: E402
 from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
@@ -52,13 +53,15 @@ def rate_ci(k: int, n: int) -> str:
     return f"{100 * p:5.1f}% [{100 * max(0, centre - half):.1f}, {100 * min(1, centre + half):.1f}]"
 
 
-def evaluate(model, tokenizer, members, others, m: float) -> dict:
-    pairs = lambda ss: [(s.prefix_ids, s.suffix_ids) for s in ss]  # noqa: E731
+def evaluate(model, tokenizer, members, others, m: float, suffix_len: int) -> dict:
+    """Prior-Aware's P(s|p) (s: the first ``suffix_len`` tokens after the prefix, in the audits' prompt context)
+    and greedy verbatim reproduction of s."""
+    pairs = lambda ss: [(s.prompt_ids, s.suffix_ids[:suffix_len]) for s in ss]  # noqa: E731
     lp_m = sequence_logprobs(model, pairs(members)) / math.log(10)
     lp_o = sequence_logprobs(model, pairs(others)) / math.log(10)
-    outs = generate_batched(model, tokenizer, [s.prefix_ids for s in members], max(len(s.suffix_ids) for s in members),
+    outs = generate_batched(model, tokenizer, [s.prompt_ids for s in members], suffix_len,
                             decoding=Decoding(strategy="greedy"))
-    verbatim = sum(o[0][: len(s.suffix_ids)] == list(s.suffix_ids) for o, s in zip(outs, members))
+    verbatim = sum(o[0][:suffix_len] == list(s.suffix_ids[:suffix_len]) for o, s in zip(outs, members))
     ext = lp_m >= math.log10(m)
     canaries: dict[int, list[bool]] = {}
     for s, e in zip(members, ext):
@@ -80,19 +83,20 @@ def run_variant(overrides: list[str], epochs: int, every: int) -> None:
     members = [s for c in run.clients for s in run.train[c]]
     others = [s for c in run.clients for s in run.test[c]]
     examples, truncated = train_examples(cfg, None)
-    m = default_m(cfg.audit.suffix_len)
+    suffix_len = build_method_config("pa", cfg.audit.sections.get("pa")).suffix_len
+    m = default_m(suffix_len)
     n_params = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"\n## {' '.join(overrides) or '(preset defaults)'}\n")
     print(f"base parameters {n_params / 1e6:.1f} M (loaded or built in {base_seconds:.0f} s); {len(examples)} train examples ({truncated} cut at "
           f"{sequence_length(cfg)} tokens); {len(members)} members and {len(others)} held-out texts audited; "
-          f"prefix {cfg.audit.prefix_len}, suffix {cfg.audit.suffix_len} tokens, m = {m:g}; lr {cfg.train.lr}, "
+          f"prefix {cfg.audit.prefix_len}, suffix {suffix_len} tokens, m = {m:g}; lr {cfg.train.lr}, "
           f"LoRA r {cfg.model.lora_r}\n")
     print("| epoch | train loss | s/epoch | median log10 P member | held-out | difference | best member | "
           "extractable (P >= m) | verbatim (greedy) | canaries extractable by copies |")
     print("|---|---|---|---|---|---|---|---|---|---|")
 
     def show(epoch, loss, secs):
-        r = evaluate(model, tokenizer, members, others, m)
+        r = evaluate(model, tokenizer, members, others, m, suffix_len)
         print(f"| {epoch} | {loss} | {secs} | {r['member']:.1f} | {r['other']:.1f} | {r['member'] - r['other']:+.1f} | "
               f"{r['best']:.1f} | {rate_ci(r['extractable'], r['n'])} | {rate_ci(r['verbatim'], r['n'])} | "
               f"{r['canaries'] or '–'} |", flush=True)

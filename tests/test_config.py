@@ -15,7 +15,8 @@ from fedmem.experiment_config import from_dict
     "override, message",
     [
         ("data.num_clients=0", "num_clients"),
-        ("audit.prefix_len=80", "suffix budget"),
+        ("audit.prefix_len=200", "audit.prefix_len (200) must be shorter than model.max_seq_len (128)"),
+        ("audit.methods=[utility,pa] audit.pa.suffix_len=0", "audit.pa.suffix_len must be >= 1"),
         ("strategy.name=fedbogus", "strategy.name"),
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
         ("train.effective_batch=12", "multiple of train.batch_size"),
@@ -91,7 +92,7 @@ def test_full_default_composes():
 
 @pytest.mark.parametrize(
     "override, message",
-    [("task=nosuch", "task"), ("data.num_clients=0", "num_clients"), ("audit.prefix_len=100", "suffix budget")],
+    [("task=nosuch", "task"), ("data.num_clients=0", "num_clients"), ("audit.mr.max_new_tokens=0", "audit.mr.max_new_tokens must be >= 1")],
 )
 def test_cli_fails_before_training_and_writes_nothing(tmp_path, override, message):
     run_dir = tmp_path / "run"

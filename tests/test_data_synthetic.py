@@ -67,7 +67,8 @@ def test_canary_text_shape(fd):
 
 def test_canary_secret_lies_in_the_default_audit_suffix():
     """With a tokenizer like the tiny preset's (byte-level BPE, 2048 merges on the public corpus), the secret starts
-    after a 30-token prefix and ends within the next 64 tokens (audit defaults prefix_len=30, suffix_len=64)."""
+    after a 30-token prefix and ends within the next 64 tokens (the default audit.prefix_len, and Prior-Aware's
+    fixed suffix length audit.pa.suffix_len)."""
     full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=60, test_per_client=5), seed=0)
     tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
     for k in full.ground_truth["canaries"]:

@@ -26,7 +26,7 @@ def audit_with_generations(method, run, model, tok, texts, out_dir):
     """Run the method with the round's generation pass pre-filled: prefix i "generates" ``texts[i]``."""
     prefixes = [s for c in run.clients for s in method.samples[c]]
     ctx = RoundContext(run=run, round=1, model=model, out_dir=str(out_dir))
-    key = (tuple(s.prompt_ids for s in prefixes), run.suffix_len, 1, run.decoding, run.seed + 1000)
+    key = (tuple(s.prompt_ids for s in prefixes), method.cfg.max_new_tokens, 1, run.decoding, run.seed + 1000)
     ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
     return method.audit(ctx)
 

@@ -120,7 +120,7 @@ def test_refused_overrides_name_the_key_and_leave_nothing_behind(trained, capsys
 
 def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["audit", f"run={trained}", "audit.prefix_len=150", "audit.suffix_len=160", "name=too_long"])
+        main(["audit", f"run={trained}", "audit.prefix_len=150", "name=too_long"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "audit.samples_per_client=6, but client 0's train split has only 0" in err
     assert not (trained / "audits" / "too_long").exists()
@@ -128,9 +128,9 @@ def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained,
 
 def test_a_sweep_checks_every_jobs_sample_pool_before_the_first_job_runs(trained, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["audit", "-m", f"run={trained}", "name=sweep_bad", "audit.methods=[utility,mr]", "audit.suffix_len=250",
+        main(["audit", "-m", f"run={trained}", "name=sweep_bad", "audit.methods=[utility,mr]",
               "audit.prefix_len=8,250"])
-    assert info.value.code == 2 and "distinct samples of at least 375 tokens" in capsys.readouterr().err
+    assert info.value.code == 2 and "distinct samples of at least 270 tokens" in capsys.readouterr().err
     assert not (trained / "audits" / "sweep_bad").exists()
 
 

@@ -46,31 +46,21 @@ def test_registered_and_config_validated():
     assert isinstance(build_method_config("pearl", {"n": 3}), PearlConfig)
     for bad, msg in [({"intensities": [1, 2]}, "start at 0"), ({"metric": "bleu"}, "metric"),
                      ({"score": "max"}, "score"), ({"perturbation": "swap"}, "perturbation"),
-                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"mia_context": "x"}, "mia_context"),
-                     ({"decide_with": "x"}, "decide_with"), ({"reference": "title"}, "reference")]:
+                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"max_new_tokens": 0}, "max_new_tokens"),
+                     ({"decide_with": "x"}, "decide_with")]:
         with pytest.raises(ValueError, match=msg):
             build_method_config("pearl", bad)
     with pytest.raises(ValueError, match="unknown option"):
         build_method_config("pearl", {"tau": 0.1})
 
 
-def test_outputs_are_scored_against_the_configured_reference(audited):
-    import dataclasses
-
+def test_outputs_are_scored_against_the_texts_continuation(audited):
+    """The prompt continues the client's text, so PEARL's reference is the text's continuation: the suffix, cut to
+    the tokens an output can have; the prompt is MR's (the open user turn)."""
     method = audited[0]
-    # the fixture's assistant turn is the suffix it was trained to answer with: both settings agree there
-    assert method.references == [s.suffix_text for s in method.samples]
-    run = method.run
-    answered = {c: [dataclasses.replace(s, reference=f"answer {s.id}") for s in v] for c, v in run.train.items()}
-    run2 = dataclasses.replace(run, train=answered)
-    own = PearlSensitivity(PearlConfig(**CFG), run2)
-    assert own.references[:N * N_CLIENTS] == [f"answer {s.id}" for s in own.members]
-    assert PearlSensitivity(PearlConfig(**CFG, reference="suffix"), run2).references == [
-        s.suffix_text for s in own.samples]
-    blank = dataclasses.replace(run, train={c: [dataclasses.replace(s, reference=" ") for s in v]
-                                             for c, v in run.train.items()})
-    with pytest.raises(ValueError, match="without an assistant turn"):
-        PearlSensitivity(PearlConfig(**CFG), blank)
+    tok, cap = method.run.tokenizer, method.cfg.max_new_tokens
+    assert method.references == [tok.decode(list(s.suffix_ids[:cap])) for s in method.samples]
+    assert all(row[0] == s.prompt_ids for row, s in zip(method.prompts, method.samples))
 
 
 def test_all_generations_go_through_one_batched_call(audited):

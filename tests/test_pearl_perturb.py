@@ -105,10 +105,11 @@ def test_prompt_splice_rebuilds_the_prompt_with_the_perturbed_prefix():
                     "signal near the old bridge.", 0, "train", 0, prefix_len=12, suffix_len=8)
     sp = splice_prompt(tok, s.prompt_ids, s.prefix_text)
     assert sp.roundtrip_exact and sp.build(tok, s.prefix_text) == s.prompt_ids
-    assert sp.head_ids and sp.tail_ids  # the template's special tokens are kept as ids
+    # the open user turn: the template's header is kept as ids, nothing follows the prefix
+    assert sp.head_ids == s.prompt_ids[: len(sp.head_ids)] and sp.head_ids and sp.tail_ids == ()
     new = sp.build(tok, "HELLO perturbed prefix")
     want = tok.decode(list(s.prompt_ids), skip_special_tokens=False).replace(s.prefix_text, "HELLO perturbed prefix")
     assert tok.decode(list(new), skip_special_tokens=False) == want
-    assert new[: len(sp.head_ids)] == sp.head_ids and new[-len(sp.tail_ids):] == sp.tail_ids
+    assert new[: len(sp.head_ids)] == sp.head_ids
     with pytest.raises(ValueError, match="does not occur"):
         splice_prompt(tok, s.prompt_ids, "a prefix that is not there")

@@ -55,7 +55,7 @@ def _cases(tmp_path):
         "missing client column": ([str(good), "data.client_column=site"], "column 'site' not found"),
         "empty texts empty a client": ([str(empty_text)], "distinct values ['a']"),
         "a client with one row": ([str(lonely), "data.num_clients=3"], "client 'c'"),
-        "prefix longer than every sample": ([str(good), "audit.prefix_len=400", "audit.suffix_len=400",
+        "prefix longer than every sample": ([str(good), "audit.prefix_len=400",
                                              "model.max_seq_len=auto"],
                                             "audit.samples_per_client=6, but client 0's train split has only 0"),
         "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],

@@ -68,10 +68,11 @@ def tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|endoftext|>", eos_token="<|endoftext|>")
 
 
-def make_run(tokenizer, samples: dict[int, list[AuditSample]], suffix_len: int = 8, seed: int = 0) -> AuditRun:
+def make_run(tokenizer, samples: dict[int, list[AuditSample]], seed: int = 0) -> AuditRun:
+    """A run whose prompts are the bare prefixes (the test tokenizer has no chat template)."""
     return AuditRun(
         train=samples, test={c: [] for c in samples}, train_sizes={c: len(v) for c, v in samples.items()},
-        tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, suffix_len=suffix_len, seed=seed, task="dialog",
+        tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, prompt_header=(), seed=seed, task="dialog",
     )
 
 
@@ -83,15 +84,16 @@ def sample_from_ids(tokenizer, client: int, idx: int, prefix, suffix, tags=None)
     )
 
 
-def text_samples(tokenizer, n_per_client: int = 6, clients: int = 2):
+def text_samples(tokenizer, n_per_client: int = 6, clients: int = 2, suffix: int = 8):
     rng = random.Random(1)
     out = {}
     for c in range(clients):
         rows = []
         for i in range(n_per_client):
-            ids = tokenizer(" ".join(rng.choice(WORDS) for _ in range(16)), add_special_tokens=False)["input_ids"]
+            words = 16 if suffix <= 8 else 2 * suffix
+            ids = tokenizer(" ".join(rng.choice(WORDS) for _ in range(words)), add_special_tokens=False)["input_ids"]
             tags = {"canary": f"k{c}", "copies": 4} if i == 0 else {"generic": True} if i == 1 else {}
-            rows.append(sample_from_ids(tokenizer, c, i, ids[:6], ids[6:14], tags))
+            rows.append(sample_from_ids(tokenizer, c, i, ids[:6], ids[6 : 6 + suffix], tags))
         out[c] = rows
     return out
 
@@ -186,7 +188,7 @@ def test_prior_estimate_leaves_out_excluded_draws():
 def test_own_prefix_is_left_out_of_its_prior(tokenizer):
     # 12 pool prefixes and c = 64 draws: every sample's own prefix is drawn several times
     run = make_run(tokenizer, text_samples(tokenizer))
-    method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, n_ratio=10.0), run)
+    method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, suffix_len=8, n_ratio=10.0), run)
     model = qwen2(len(tokenizer), seed=0)
     rows = method.audit(RoundContext(run=run, round=1, model=model))["samples"]
     logq = prior_logprobs(model, method.prior_prefixes, [s.suffix_ids for s in method.audited])
@@ -270,7 +272,7 @@ def test_prior_estimator_is_unbiased_and_converges_on_an_enumerable_toy():
 def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     samples = text_samples(tokenizer)
     run = make_run(tokenizer, samples)
-    method = PriorAwareMemorization(PriorAwareConfig(n=5, c=16, trials=2, top=3), run)
+    method = PriorAwareMemorization(PriorAwareConfig(n=5, c=16, suffix_len=8, trials=2, top=3), run)
     model = qwen2(len(tokenizer), seed=0)
     sec = method.audit(RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path)))
 
@@ -333,8 +335,8 @@ def test_distance_to_extractable_flags_rounds_far_from_the_threshold():
 
 
 def test_calibration_gives_one_n_per_model(tokenizer):
-    run = make_run(tokenizer, text_samples(tokenizer), suffix_len=32)  # long suffixes: App. B long set, m = 1e-4
-    method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8), run)
+    run = make_run(tokenizer, text_samples(tokenizer, suffix=32))  # long suffixes: App. B long set, m = 1e-4
+    method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32), run)
     a, b = qwen2(len(tokenizer), seed=0), qwen2(len(tokenizer), seed=1)
     n_a1 = method.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"]
     n_a2 = method.audit(RoundContext(run=run, round=2, model=a))["config"]["log10_n"]
@@ -343,9 +345,10 @@ def test_calibration_gives_one_n_per_model(tokenizer):
     assert abs(sec_b["config"]["log10_n"] - n_a1) > 1e-3
     assert sec_b["config"]["m"] == 1e-4 and len(sec_b["calibration"]["sequences"]) == len(GENERIC_LONG)
     # a configured n_ratio replaces the calibration; configured generic sentences replace App. B
-    fixed = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, n_ratio=100.0), run)
+    fixed = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32, n_ratio=100.0), run)
     assert fixed.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"] == pytest.approx(2.0)
-    own = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic=["thank you for your time please"]), run)
+    own = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32, generic=["thank you for your time please"]),
+                                 run)
     assert len(own.audit(RoundContext(run=run, round=1, model=a))["calibration"]["sequences"]) == 1
 
 
@@ -364,9 +367,10 @@ def test_public_calibration_set_has_the_audited_shape(tokenizer):
     # the method calibrates n on them; without a public corpus it says what is missing
     run = make_run(tokenizer, text_samples(tokenizer))
     with pytest.raises(ValueError, match="needs a public corpus"):
-        PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public"), run)
+        PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=8, generic_source="public"), run)
     run.public_texts = tuple(public)
-    method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, generic_source="public", generic_count=4), run)
+    method = PriorAwareMemorization(
+        PriorAwareConfig(n=3, c=8, suffix_len=8, generic_source="public", generic_count=4), run)
     cal = method.audit(RoundContext(run=run, round=1, model=qwen2(len(tokenizer), seed=0)))["calibration"]
     assert cal["source"] == "public" and len(cal["sequences"]) == 4
     assert all(row["prefix_tokens"] == 6 and row["suffix_tokens"] == 8 for row in cal["sequences"])
@@ -402,7 +406,7 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
     rows += [sample_from_ids(tokenizer, 1, 12 + i, p, s) for i, (p, s) in enumerate(other_rows)]
     samples = {0: [r for r in rows if r.client == 0], 1: [r for r in rows if r.client == 1]}
     run = make_run(tokenizer, samples)
-    method = PriorAwareMemorization(PriorAwareConfig(n=64, c=64, n_ratio=10.0), run)
+    method = PriorAwareMemorization(PriorAwareConfig(n=64, c=64, suffix_len=8, n_ratio=10.0), run)
     sec = method.audit(RoundContext(run=run, round=1, model=model))
     gt = sec["ground_truth"]
     assert (gt["canary"]["8"]["extractable"], gt["canary"]["8"]["pa_memorized"]) == (1, 1)

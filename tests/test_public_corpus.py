@@ -98,10 +98,10 @@ def test_plain_text_audit_samples_prompt_with_the_bare_prefix(prose, tiny_tokeni
     path, _ = prose
     task = TaskConfig(name="text")
     fd = _load(path)
-    run = build_audit_run(AuditConfig(samples_per_client=4, test_per_client=4, prefix_len=16, suffix_len=32),
+    run = build_audit_run(AuditConfig(samples_per_client=4, test_per_client=4, prefix_len=16),
                           task, fd, tiny_tokenizer_en, seed=0)
     s = run.test[0][0]
-    assert s.prompt_ids == tuple(tiny_tokenizer_en(s.prefix_text, add_special_tokens=False)["input_ids"])
+    assert s.prompt_ids == s.prefix_ids and s.prefix_text == tiny_tokenizer_en.decode(list(s.prefix_ids))
     assert s.full_prompt_ids == s.prompt_ids and s.reference == s.suffix_text  # utility scores the continuation
 
 

@@ -24,9 +24,10 @@ from fedmem.scoring import prior_inputs, prior_logprobs, sequence_logprobs
 class AuditSample:
     """One training or test sample, prepared for auditing.
 
-    The memorization text (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix p and the
-    following ``suffix_len`` tokens the suffix s. ``prompt_ids`` is the chat-templated user turn holding the
-    prefix, ending with the generation prompt, ready to feed to ``generate``.
+    The memorization text (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix p and all the
+    rest the suffix s (SPEC §3). ``prompt_ids`` is the context the audits continue p in: the chat template's header
+    followed by p's own ids, the user turn left open (the bare prefix for plain text), ready to feed to
+    ``generate``. ``full_prompt_ids`` is the whole instruction up to the assistant header, which utility answers.
     """
 
     id: str  # stable across rounds, e.g. "c0/train/17"
@@ -40,7 +41,7 @@ class AuditSample:
     reference: str = ""  # the assistant turn (for utility)
     label: str | None = None  # classification label, if any
     tags: dict[str, Any] = field(default_factory=dict)  # ground truth: {"canary": id, "copies": n, "generic": bool}
-    full_prompt_ids: tuple[int, ...] = ()  # the whole user turn (not truncated), for utility generation
+    full_prompt_ids: tuple[int, ...] = ()  # the whole user turn and the assistant header, for utility generation
 
 
 @dataclass
@@ -53,13 +54,18 @@ class AuditRun:
     tokenizer: Any
     decoding: Decoding
     prefix_len: int
-    suffix_len: int
+    prompt_header: tuple[int, ...]  # the ids every prompt starts with: the open user turn's header (or nothing)
     seed: int
     task: str
     ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
     task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)
     public_texts: tuple[str, ...] = ()  # the data source's public corpus (the tiny base's pretraining text), if any
+
+    def context(self, prefix_ids) -> tuple[int, ...]:
+        """A prefix in the audits' prompt context (the open user turn), for text that is not an audited sample's
+        (Prior-Aware's generic calibration pairs)."""
+        return self.prompt_header + tuple(prefix_ids)
 
     @property
     def clients(self) -> list[int]:

@@ -19,6 +19,7 @@ from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client, query_t
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.fmt import pct_ci, pts_ci, scale_ceiling
+from fedmem.generation import decoding_used, hit_cap
 from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 
 
@@ -26,6 +27,8 @@ from fedmem.io import atomic_write_jsonl_gz, pyplot, save_figure
 class MRConfig:
     n: int = option(600, "sampled prefixes (and suffixes) per client (the paper: 4000)")
     top_k: int = option(10, "retrieved suffixes per generation and client (n')")
+    max_new_tokens: int = option(
+        256, "a generation runs until the model ends its turn or this many tokens (the report counts the latter)")
     index: IndexConfig = section(IndexConfig, "suffix index (IndexConfig fields)")
     detector: DetectorConfig = section(DetectorConfig, "PAN2014 detector (DetectorConfig fields)")
     drop_incoherent: bool = option(True, "drop generations repeating a 3-gram >= 10x")
@@ -38,7 +41,7 @@ class MRConfig:
         if isinstance(self.detector, dict):
             self.detector = build_section(DetectorConfig, self.detector, "audit.mr.detector")
         check_fields(self, "audit.mr")
-        positive(self, "audit.mr", "n", "top_k")
+        positive(self, "audit.mr", "n", "top_k", "max_new_tokens")
         if self.examples_per_pair < 0:
             raise ValueError(f"audit.mr.examples_per_pair must be >= 0, got {self.examples_per_pair}")
 
@@ -124,16 +127,18 @@ class MemorizationRatio(AuditMethod):
         run, clients = self.run, self.run.clients
         clock = Stopwatch()
         prefixes = [s for c in clients for s in self.samples[c]]
-        outs = ctx.generate([s.prompt_ids for s in prefixes], run.suffix_len)
-        gens = [ctx.decode(o[0]) for o in outs]
+        cap = self.cfg.max_new_tokens
+        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in prefixes], cap)]
+        gens = [ctx.decode(o) for o in outs]
         clock.lap("generation")
         dropped = {c: 0 for c in clients}
-        keep = []
-        for s, g in zip(prefixes, gens):
+        keep, kept_outs = [], []
+        for s, g, o in zip(prefixes, gens, outs):
             if self.cfg.drop_incoherent and is_incoherent(g):
                 dropped[s.client] += 1
             else:
                 keep.append((s, g))
+                kept_outs.append(o)
         clock.lap("incoherence")
         # retrieval: every kept generation against every client's suffixes, each generation analysed once
         terms = [query_terms(g) for _, g in keep]
@@ -192,6 +197,7 @@ class MemorizationRatio(AuditMethod):
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": [dropped[c] for c in clients],
+            "generation": self._generation_stats(ctx, outs),
             "pairs_checked": len(pairs),
             "ground_truth": self._ground_truth(keep, hits),
             "examples": self._examples(keep, matched),
@@ -200,10 +206,22 @@ class MemorizationRatio(AuditMethod):
                         for i, (s, _) in enumerate(keep)],
         }
         if self.cfg.records and ctx.out_dir:
-            self._write_records(ctx.out_dir, keep, hits, matched)
+            self._write_records(ctx.out_dir, keep, kept_outs, hits, matched)
         clock.lap("figures")
         section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
         return section
+
+    def _generation_stats(self, ctx: RoundContext, outs: list[list[int]]) -> dict:
+        """How the generations ended (the model's end of turn, or the cap), their lengths, and the decoding values
+        ``generate`` used."""
+        cap = self.cfg.max_new_tokens
+        capped = sum(hit_cap(o, cap) for o in outs)
+        lengths = sorted(len(o) for o in outs)
+        return {"max_new_tokens": cap, "ended_turn": len(outs) - capped, "hit_cap": capped,
+                "hit_cap_rate": capped / len(outs) if outs else None,
+                "median_tokens": lengths[len(lengths) // 2] if lengths else None,
+                "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
+                "decoding": decoding_used(ctx.model, self.run.decoding)}
 
     def _ground_truth(self, keep, hits) -> dict:
         """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category, and
@@ -247,11 +265,13 @@ class MemorizationRatio(AuditMethod):
         order = {c: n for n, c in enumerate(CATEGORIES)}
         return sorted(out, key=lambda e: (order[e["category"]], e["prefix_client"], e["suffix_client"]))
 
-    def _write_records(self, out_dir: str, keep, hits, matched) -> None:
+    def _write_records(self, out_dir: str, keep, outs, hits, matched) -> None:
         """One line per audited prefix: what it hit, with each match's aligned spans (character offsets
-        ``[generation start, end, suffix start, end]``); with ``audit.reveal_text`` also the prefix, the generation
-        and every matched suffix, so a reader can see what the model produced and what it matched."""
-        reveal = self.run.reveal_text
+        ``[generation start, end, suffix start, end]``), how its generation stopped (``end_of_turn`` or ``cap``) and
+        its length in tokens; with ``audit.reveal_text`` also the exact prompt text the model saw (special tokens
+        included), the prefix, the generation and every matched suffix, so a reader can see what the model produced
+        and what it matched."""
+        reveal, tok, cap = self.run.reveal_text, self.run.tokenizer, self.cfg.max_new_tokens
 
         def match(k, doc, det) -> dict:
             suffix = self.samples[k][doc]
@@ -260,11 +280,13 @@ class MemorizationRatio(AuditMethod):
             return row | ({"suffix_text": suffix.suffix_text} if reveal else {})
 
         atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"), (
-            {"prefix": s.id, "client": s.client,
-             **({"prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
+            {"prefix": s.id, "client": s.client, "stop": "cap" if hit_cap(o, cap) else "end_of_turn",
+             "generation_tokens": len(o),
+             **({"prompt_text": tok.decode(list(s.prompt_ids), skip_special_tokens=False),
+                 "prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
              "matches": [match(*m) for m in matched[i]],
              "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
-            for i, (s, gen) in enumerate(keep)))
+            for i, ((s, gen), o) in enumerate(zip(keep, outs))))
 
     def truth_rows(self, section: dict) -> list[dict]:
         return [{"tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
@@ -365,6 +387,12 @@ class MemorizationRatio(AuditMethod):
         empty = [c for c in ("any", *CATEGORIES) if not any(v for row in section["matrix"][c] for v in row)]
         if empty:
             lines += ["", f"No hit in {', '.join(empty)}: no heatmap for {'it' if len(empty) == 1 else 'them'}."]
+        g = section.get("generation") or {}
+        if g:
+            used = ", ".join(f"{k} {v}" for k, v in g["decoding"].items() if k != "strategy")
+            lines.append(f"\nGenerations: {g['ended_turn']} ended the model's turn and {g['hit_cap']} reached the cap of "
+                         f"{g['max_new_tokens']} tokens (median length {g['median_tokens']} tokens). Decoding "
+                         f"({g['decoding']['strategy']}) as generate ran it: {used}.")
         dropped = section["incoherent_dropped"]
         per_client = ", ".join(f"{self.run.client_names.get(c, c)}: {n}" for c, n in zip(section["clients"], dropped))
         lines.append(f"\nIncoherent generations dropped: {sum(dropped)} ({per_client}); "

@@ -4,11 +4,8 @@ Per audited sample x = (prefix p, reference y): perturb p at every intensity k, 
 ``samples_per_intensity`` outputs from the model on each perturbed prompt, score each output against y
 (1 − NCD or ROUGE-L F1), and turn the intensities x outputs table into gfd / falloff / expected_drop.
 
-y is the sample's assistant turn by default (``reference: assistant``): the prompt is the chat-templated user
-turn holding p, so what the model outputs is an assistant turn, and the output it was fine-tuned to give is
-PEARL's reference (for summarization, the title that ROUGE-L is meant for); an answer is not the patient text's
-continuation, so scoring it against the memorization suffix compares unlike texts. ``reference: suffix``
-scores against the suffix instead.
+The prompt is MR's (SPEC §3): p in the open user turn, so the model continues the client's text, and y is that
+text's true continuation, the suffix cut to the ``max_new_tokens`` an output can have.
 Members are the audited train samples, non-members the same clients' test samples; the decision threshold
 alpha is calibrated per round on the non-members at a target FPR. A loss-threshold membership-inference
 attack on the same samples is reported beside it (PEARL Table 4 shape).
@@ -61,9 +58,6 @@ class PearlConfig:
     samples_per_intensity: int = option(10, "outputs sampled per perturbed prompt (PEARL's i)")
     perturbation: Literal["bitflip", "synonym"] = option(
         "bitflip", "bitflip (k % of the prefix's UTF-8 bits) or synonym (k words, WordNet)")
-    reference: Literal["assistant", "suffix"] = option(
-        "assistant", "what outputs are scored against: assistant (the sample's assistant turn, PEARL's reference "
-                     "output) or suffix (the memorization suffix)")
     metric: Literal["ncd", "rouge_l"] | None = option(
         None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
     )
@@ -80,22 +74,18 @@ class PearlConfig:
     fpr_target: float = option(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
     fixed_alphas: list[float] = option_factory(
         [0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
-    max_new_tokens: int | None = option(None, "generation budget; None = audit.suffix_len")
+    max_new_tokens: int = option(
+        64, "tokens per output; outputs are scored against the suffix's first this-many tokens (PEARL's reference)")
     seed: int = option(0, "perturbation seed (combined with each sample's id)")
     wordnet_dir: str | None = option(
         None, "WordNet 3.0 dict folder for synonym; None = $FEDMEM_WORDNET, else /usr/share/wordnet (wordnet-base)"
     )
     synonym_senses: int = option(2, "synonym: synonyms come from this many leading WordNet senses of a word")
     hist_bins: int = option(20, "bins of the member / non-member score histograms")
-    mia_context: Literal["prefix", "prompt"] = option(
-        "prefix",
-        "loss attack conditions the suffix on: prefix (the bare prefix ids, as Prior-Aware's P(s|p)) or prompt "
-        "(the prefix inside the chat-templated user turn, as the model saw it in fine-tuning)",
-    )
 
     def __post_init__(self):
         check_fields(self, "audit.pearl")
-        positive(self, "audit.pearl", "n", "samples_per_intensity", "synonym_senses", "hist_bins")
+        positive(self, "audit.pearl", "n", "samples_per_intensity", "synonym_senses", "hist_bins", "max_new_tokens")
         ks = list(self.intensities)
         if len(ks) < 2 or ks[0] != 0 or any(b <= a for a, b in zip(ks, ks[1:])):
             raise ValueError(f"audit.pearl.intensities must start at 0 and increase strictly (>= 2 values), got {ks}")
@@ -109,8 +99,6 @@ class PearlConfig:
             raise ValueError(f"audit.pearl.tau_drop must be >= 0, got {self.tau_drop}")
         if not 0 <= self.fpr_target < 1:
             raise ValueError(f"audit.pearl.fpr_target must be in [0, 1), got {self.fpr_target}")
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError("audit.pearl.max_new_tokens must be >= 1 (or null for audit.suffix_len)")
 
 
 def _rate(flags: list[bool]) -> dict[str, Any]:
@@ -138,17 +126,14 @@ class PearlSensitivity(AuditMethod):
         self.members = [s for c in run.clients for s in run.train.get(c, [])[: cfg.n]]
         self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
         self.samples = self.members + self.nonmembers
-        if cfg.reference == "assistant":
-            empty = [s.id for s in self.samples if not s.reference.strip()]
-            if empty:
-                raise ValueError(f"audit.pearl.reference=assistant: samples without an assistant turn ({empty[:3]}); "
-                                 "use audit.pearl.reference=suffix")
-        self.references = [s.reference if cfg.reference == "assistant" else s.suffix_text for s in self.samples]
+        # The prompt continues the client's text (the open user turn), so an output is scored against the text's
+        # true continuation, as long as an output can be.
+        self.references = [run.tokenizer.decode(list(s.suffix_ids[: cfg.max_new_tokens])) for s in self.samples]
         self.replacer = (
             default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
         )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
         t0 = time.perf_counter()
-        self.prompts, self.change_counts, self.roundtrip_exact, self.mia_contexts = self._perturbed_prompts()
+        self.prompts, self.change_counts, self.roundtrip_exact = self._perturbed_prompts()
         self.perturb_s = time.perf_counter() - t0
 
     # -- perturbation -------------------------------------------------------------------------------------
@@ -163,11 +148,10 @@ class PearlSensitivity(AuditMethod):
     def _perturbed_prompts(self):
         """prompts[s][j]: prompt ids of sample s at intensity j (j = 0: the original prompt_ids)."""
         tok = self.run.tokenizer
-        prompts, counts, exact, contexts = [], [], [], []
+        prompts, counts, exact = [], [], []
         for s in self.samples:
             splice = splice_prompt(tok, s.prompt_ids, s.prefix_text, s.id)
             exact.append(splice.roundtrip_exact)
-            contexts.append(tuple(s.prefix_ids) if self.cfg.mia_context == "prefix" else splice.context(tok))
             row, row_counts = [tuple(s.prompt_ids)], [0]
             for k in self.cfg.intensities[1:]:
                 text, changed = self._perturb(s, k)
@@ -176,7 +160,7 @@ class PearlSensitivity(AuditMethod):
             prompts.append(row)
             counts.append(row_counts)
         counts = np.array(counts, dtype=np.float64).reshape(len(self.samples), len(self.cfg.intensities))
-        return prompts, counts, exact, contexts
+        return prompts, counts, exact
 
     # -- the audit ----------------------------------------------------------------------------------------
     @classmethod
@@ -186,7 +170,7 @@ class PearlSensitivity(AuditMethod):
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         cfg, run = self.cfg, self.run
         n_k, n_i = len(cfg.intensities), cfg.samples_per_intensity
-        max_new = cfg.max_new_tokens or run.suffix_len
+        max_new = cfg.max_new_tokens
 
         t0 = time.perf_counter()
         flat = [p for row in self.prompts for p in row]
@@ -203,8 +187,8 @@ class PearlSensitivity(AuditMethod):
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
         t2 = time.perf_counter()
 
-        # Loss attack: mean token NLL of the suffix given the prefix (the perplexity MIA, in log space).
-        pairs = [(c, tuple(s.suffix_ids)) for c, s in zip(self.mia_contexts, self.samples)]
+        # Loss attack: mean token NLL of the suffix given the prompt (the perplexity MIA, in log space).
+        pairs = [(tuple(s.prompt_ids), tuple(s.suffix_ids)) for s in self.samples]
         logp = ctx.logprobs(pairs) if pairs else np.zeros(0)
         loss = np.array([-lp / max(1, len(s.suffix_ids)) for lp, s in zip(logp, self.samples)])
         t3 = time.perf_counter()
@@ -284,7 +268,7 @@ class PearlSensitivity(AuditMethod):
             },
             "n_members": nm,
             "n_nonmembers": int((~is_member).sum()),
-            "max_new_tokens": cfg.max_new_tokens or self.run.suffix_len,
+            "max_new_tokens": cfg.max_new_tokens,
             "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
             "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
                 [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
@@ -336,7 +320,7 @@ class PearlSensitivity(AuditMethod):
         t = calibrate_threshold(score[~is_member], cfg.fpr_target)
         flags = score > t if t is not None else None
         out: dict[str, Any] = {
-            "attack": f"loss: mean token NLL of the suffix given the {cfg.mia_context}; "
+            "attack": "loss: mean token NLL of the suffix given the prefix in the open user turn; "
             "member when loss < loss_threshold",
             "fpr_target": cfg.fpr_target,
             "loss_threshold": -t if t is not None else None,

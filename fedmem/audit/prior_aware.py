@@ -1,10 +1,12 @@
 """Prior-Aware (PA) memorization (SPEC §6; the Prior-Aware Memorization paper, Definitions 2 and 3).
 
-For each audited train pair (p, s) of a client:
+For each audited train pair (p, s) of a client, s being the first ``suffix_len`` tokens after the prefix (PA's
+thresholds are for fixed-length suffixes), and every prefix in the audits' prompt context (the chat template's
+header with the prefix in the open user turn, as MR prompts; SPEC §3 and §6):
 
 - P(s|p): teacher-forced, one forward pass per batch (``RoundContext.logprobs``).
 - P̂(s) = (1/c) Σ_i P(s | q_i), the paper's unbiased Monte-Carlo estimator of the prior P(s): the q_i are drawn
-  uniformly *with replacement* (i.i.d., as Definition 3 requires) from the prefixes of ALL clients' audited
+  uniformly *with replacement* (i.i.d., as Definition 3 requires) from the prompts of ALL clients' audited
   train samples (``run.train``), with a seed, once per run, so every round and every audited model sees the
   same q_i. The mean is taken in probability space, computed in log space (logsumexp). With ``trials`` > 1,
   ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its standard error
@@ -19,7 +21,7 @@ For each audited train pair (p, s) of a client:
 - m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
 - n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
   P(s|p) / P̂(s) over generic, easy-to-predict sequences, each tokenized and split half prefix / half suffix,
-  with P̂(s) from the same q_i. Following the paper ("n is simply an average of P(s|p)/P(s)") the mean is
+  with P̂(s) from the same q_i, each prefix half in the same prompt context. Following the paper ("n is simply an average of P(s|p)/P(s)") the mean is
   taken in RATIO space, not over log ratios: log n = logsumexp_k(log ratio_k) − log K. The paper uses its short
   sentences for 4-token suffixes and its long ones for 50-token suffixes; here the short set serves suffixes of
   up to 8 tokens and the long set longer ones (the same cut as m). ``generic`` in the config replaces the set.
@@ -133,6 +135,8 @@ def default_generic(suffix_len: int) -> list[str]:
 @dataclass
 class PriorAwareConfig:
     n: int = option(16, "train pairs audited per client (ground-truth-tagged ones first)")
+    suffix_len: int = option(64, "suffix tokens scored after each prefix (fixed: PA's thresholds are for a fixed "
+                                 "length); a sample whose text has fewer after its prefix is not audited by PA")
     c: int = option(64, "prior prefixes q_i per trial for P̂(s) (the paper: 1000 x 5)")
     trials: int = option(1, "independent draws of c prefixes; the SE of P̂(s) is over trials")
     m: float | None = option(None, "extractable when P(s|p) > m; null: 1e-2 for suffixes <= 8 tokens, else 1e-4")
@@ -148,7 +152,7 @@ class PriorAwareConfig:
 
     def __post_init__(self):
         check_fields(self, "audit.pa")
-        positive(self, "audit.pa", "n", "c", "trials", "generic_count")
+        positive(self, "audit.pa", "n", "suffix_len", "c", "trials", "generic_count")
         if self.generic is not None:
             self.generic = [str(t) for t in self.generic]
         if self.m is not None and not 0 < self.m <= 1:
@@ -266,13 +270,20 @@ def public_generic_pairs(tokenizer, texts, count: int, prefix_len: int, suffix_l
     return out_texts, pairs
 
 
-def select_audited(samples: list[AuditSample], n: int) -> list[AuditSample]:
-    """The first n samples, canaries first, then generic boilerplate, then the rest (each in run order)."""
+def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> list[AuditSample]:
+    """The first n samples with at least ``suffix_len`` suffix tokens: canaries first, then generic boilerplate,
+    then the rest (each in run order). Fewer than n is an error naming the numbers."""
 
     def rank(s: AuditSample) -> int:
         return 0 if "canary" in s.tags else 1 if s.tags.get("generic") else 2
 
-    return sorted(samples, key=rank)[:n]
+    long_enough = [s for s in samples if len(s.suffix_ids) >= suffix_len]
+    if len(long_enough) < min(n, len(samples)):
+        client = samples[0].client if samples else "?"
+        raise ValueError(f"audit.pa.n={n}, but only {len(long_enough)} of client {client}'s {len(samples)} pooled "
+                         f"samples have {suffix_len} tokens after their prefix (audit.pa.suffix_len): lower "
+                         "audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
+    return sorted(long_enough, key=rank)[:n]
 
 
 # ---------------------------------------------------------------- the audit method
@@ -348,26 +359,27 @@ class PriorAwareMemorization(AuditMethod):
 
     def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
         super().__init__(cfg, run)
-        self.audited = [s for c in run.clients for s in select_audited(run.train[c], cfg.n)]
-        pool = [s.prefix_ids for c in run.clients for s in run.train[c] if s.prefix_ids]
+        self.audited = [s for c in run.clients for s in select_audited(run.train[c], cfg.n, cfg.suffix_len)]
+        pool = [s.prompt_ids for c in run.clients for s in run.train[c] if s.prefix_ids]
         self.seed = run.seed if cfg.seed is None else cfg.seed
         idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
         self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
         self.pool_size = len(pool)
         # own_prefix[i, j]: prior draw i is audited sample j's own prefix (generic columns: never)
-        own = np.array([[q == smp.prefix_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
-        self.m = cfg.m if cfg.m is not None else default_m(run.suffix_len)
+        own = np.array([[q == smp.prompt_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
+        self.m = cfg.m if cfg.m is not None else default_m(cfg.suffix_len)
         self.generic_texts, self.generic = [], []
         if cfg.n_ratio is None:  # n is calibrated: build the generic set
             if cfg.uses_public_corpus:
                 if not run.public_texts:
                     raise ValueError("audit.pa.generic_source=public needs a public corpus (data.public or "
                                      "data.public_share); use audit.pa.generic_source=appendix_b")
-                self.generic_texts, self.generic = public_generic_pairs(
-                    run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, run.suffix_len, self.seed)
+                self.generic_texts, generic = public_generic_pairs(
+                    run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, cfg.suffix_len, self.seed)
             else:
-                self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(run.suffix_len)
-                self.generic = generic_pairs(run.tokenizer, self.generic_texts)
+                self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(cfg.suffix_len)
+                generic = generic_pairs(run.tokenizer, self.generic_texts)
+            self.generic = [(run.context(p), s) for p, s in generic]
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
     @classmethod
@@ -377,7 +389,7 @@ class PriorAwareMemorization(AuditMethod):
     # -- per round
     def audit(self, ctx: RoundContext) -> dict:
         cfg, samples = self.cfg, self.audited
-        pairs = [(s.prefix_ids, s.suffix_ids) for s in samples]
+        pairs = [(s.prompt_ids, s.suffix_ids[: cfg.suffix_len]) for s in samples]
         n_s = len(pairs)
         log_p_all = ctx.logprobs(pairs + self.generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
@@ -411,7 +423,7 @@ class PriorAwareMemorization(AuditMethod):
                 "m": self.m, "n": math.exp(log_n) if log_n < 700 else None, "log10_n": _log10(log_n),
                 "n_source": "config" if cfg.n_ratio is not None else "calibrated",
                 "c": cfg.c, "trials": cfg.trials, "prior_pool": self.pool_size, "seed": self.seed,
-                "audited_per_client": cfg.n, "suffix_len": self.run.suffix_len,
+                "audited_per_client": cfg.n, "suffix_len": cfg.suffix_len,
             },
             "calibration": calibration,
             "overall": overall,
@@ -476,7 +488,8 @@ class PriorAwareMemorization(AuditMethod):
     def _example(self, s: AuditSample, row: dict) -> dict:
         keys = ("id", "client", "log10_ratio", "log10_p", "log10_prior", "extractable", "pa_memorized", "tags")
         return {k: row[k] for k in keys} | {
-            "prefix": self.run.redact(s.prefix_text), "suffix": self.run.redact(s.suffix_text)
+            "prefix": self.run.redact(s.prefix_text),
+            "suffix": self.run.redact(self.run.tokenizer.decode(list(s.suffix_ids[: self.cfg.suffix_len])))
         }
 
     @staticmethod

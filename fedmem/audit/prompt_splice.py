@@ -1,11 +1,11 @@
 """Rebuild a chat prompt with a perturbed prefix, without knowing the task's template code.
 
-An audited sample carries ``prompt_ids`` (the chat-templated user turn holding the prefix text, plus the
-generation prompt) and ``prefix_text``. PEARL must feed the model the *same* prompt with only the prefix text
+An audited sample carries ``prompt_ids`` (the chat template's header with the prefix in the open user turn) and
+``prefix_text``. PEARL must feed the model the *same* prompt with only the prefix text
 perturbed. The template is another module's business, so the prompt is split where the prefix sits:
 
-1. decode the prompt (special tokens kept) and find the prefix text in it (its last occurrence: the user
-   content comes after the instruction);
+1. decode the prompt (special tokens kept) and find the prefix text in it (its last occurrence: a system turn may
+   come first);
 2. keep, as token ids, the longest run of leading tokens whose decoding ends before the prefix starts
    (``head_ids``) and the longest run of trailing tokens whose decoding starts after it ends (``tail_ids``):
    the template's special tokens and role markers are therefore reused exactly, never re-tokenized;
@@ -39,10 +39,6 @@ class PromptSplice:
         """The prompt ids with ``prefix_text`` in place of the original prefix."""
         middle = tokenizer(self.before + prefix_text + self.after, add_special_tokens=False)["input_ids"]
         return self.head_ids + tuple(middle) + self.tail_ids
-
-    def context(self, tokenizer) -> tuple[int, ...]:
-        """The prompt up to the end of the (original) prefix: the prefix as it sits in the user turn."""
-        return self.head_ids + tuple(tokenizer(self.before + self.prefix_text, add_special_tokens=False)["input_ids"])
 
 
 def splice_prompt(tokenizer, prompt_ids: tuple[int, ...], prefix_text: str, sample_id: str = "?") -> PromptSplice:

@@ -1,9 +1,11 @@
-"""The samples every round audits: chosen once per run, by seed, from each client's train and test splits.
+"""The samples every round audits: drawn once per run, by seed, from each client's train and test splits.
 
-The memorization text of a record (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix and the
-next ``suffix_len`` tokens the suffix. Canary records are always included, so the report can score every method
-against the planted truth; the rest is a seeded uniform sample, in which boilerplate occurs at its natural rate
-(MR samples prefixes uniformly, SPEC §3). A text held several times (a canary's copies) is audited once.
+As the cross-client paper's code samples them (SPEC §3): per client, duplicate memorization texts are dropped,
+texts shorter than ``prefix_len`` + 20 tokens are dropped, and the rest is drawn without replacement. The
+memorization text (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix and **all the rest** is
+the suffix. The same records give a client's prefixes and the suffixes in its index. On the synthetic source the
+planted canaries are always included, so every method can be scored against the planted truth; the rest is the
+seeded draw, in which boilerplate occurs at its natural rate.
 """
 
 from __future__ import annotations
@@ -12,33 +14,37 @@ import random
 
 from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.config import AuditConfig
-from fedmem.data import format_prompt
+from fedmem.data import continuation_header, format_prompt
+
+# The seed code keeps a text when it has at least prefix_len + 20 tokens, so every suffix has 20 tokens or more.
+MIN_SUFFIX_TOKENS = 20
 
 
 def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> AuditRun:
     """The run's fixed audit pool (``audit.samples_per_client`` train and ``audit.test_per_client`` test samples
     per client). A client that cannot supply the requested number is an error naming both numbers."""
     rng = random.Random(seed)
+    header = "" if task.plain else continuation_header(tokenizer)
+    header_ids = tuple(tokenizer(header, add_special_tokens=False)["input_ids"]) if header else ()
+    min_tokens = audit.prefix_len + MIN_SUFFIX_TOKENS
 
     def prepare(rec, client: int, split: str, idx: int) -> AuditSample | None:
         ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
-        if len(ids) < audit.prefix_len + max(1, audit.suffix_len // 2):
-            return None  # too short to hold a prefix and a meaningful suffix
-        prefix, suffix = ids[: audit.prefix_len], ids[audit.prefix_len : audit.prefix_len + audit.suffix_len]
+        if len(ids) < min_tokens:
+            return None
+        prefix, suffix = ids[: audit.prefix_len], ids[audit.prefix_len :]
         prefix_text, suffix_text = tokenizer.decode(prefix), tokenizer.decode(suffix)
-        user = rec.user.replace(rec.mem_text, prefix_text, 1)
-        prompt_ids = tuple(tokenizer(format_prompt(tokenizer, user, task.plain), add_special_tokens=False)["input_ids"])
-        if task.plain and not rec.assistant:  # running text: utility and PEARL score the prefix's continuation
-            reference, full_prompt_ids = suffix_text, prompt_ids
-        else:
+        if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
+            reference, utility_prompt = suffix_text, header_ids + tuple(prefix)
+        else:  # utility scores the answer to the whole instruction, as trained
             reference = rec.assistant
-            full_prompt_ids = tuple(tokenizer(format_prompt(tokenizer, rec.user, task.plain),
-                                              add_special_tokens=False)["input_ids"])
+            utility_prompt = tuple(tokenizer(format_prompt(tokenizer, rec.user, task.plain),
+                                             add_special_tokens=False)["input_ids"])
         return AuditSample(
             id=f"c{client}/{split}/{idx}",
             client=client,
             split=split,
-            prompt_ids=prompt_ids,
+            prompt_ids=header_ids + tuple(prefix),
             prefix_ids=tuple(prefix),
             suffix_ids=tuple(suffix),
             prefix_text=prefix_text,
@@ -46,7 +52,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
             reference=reference,
             label=rec.label,
             tags={**dict(rec.tags), "record_id": rec.id},
-            full_prompt_ids=full_prompt_ids,
+            full_prompt_ids=utility_prompt,
         )
 
     def pick(records, n: int | str, client: int, split: str, key: str) -> list[AuditSample]:
@@ -56,7 +62,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
                 continue
             seen.add(r.mem_text)
             (canaries if split == "train" and "canary" in r.tags else rest).append(i)
-        rng.shuffle(rest)
+        rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement
         want = len(canaries) + len(rest) if n == "all" else max(n, len(canaries))
         out = []
         for i in canaries + rest:
@@ -68,8 +74,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         if n != "all" and len(out) < n:
             raise ValueError(
                 f"{key}={n}, but client {client}'s {split} split has only {len(out)} distinct samples of at least "
-                f"{audit.prefix_len + max(1, audit.suffix_len // 2)} tokens (audit.prefix_len plus half of "
-                f"audit.suffix_len): lower {key} or set it to all"
+                f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS}): lower {key} or set it to all"
             )
         return out
 
@@ -84,7 +89,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         tokenizer=tokenizer,
         decoding=audit.decoding,
         prefix_len=audit.prefix_len,
-        suffix_len=audit.suffix_len,
+        prompt_header=header_ids,
         seed=seed,
         task=task.name,
         ground_truth=data.ground_truth,

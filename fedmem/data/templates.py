@@ -123,3 +123,20 @@ def format_example(tokenizer, user: str, assistant: str, plain: bool = False) ->
     if has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(_messages(user, assistant), tokenize=False)
     return f"User: {user}\nAssistant: {assistant}{eos}"
+
+
+def continuation_header(tokenizer) -> str:
+    """The chat template over one user message, up to where the message's text starts, the turn left open.
+
+    This is the context in which the audits continue a prefix (SPEC §3): the template's header (a default system
+    turn, if the template has one, then the user header), then the raw prefix, with no instruction, no end of turn
+    and no assistant header, so the model continues the user's text. Rendered by
+    ``apply_chat_template(..., continue_final_message=True)``; empty for a tokenizer without a chat template (the
+    bare prefix)."""
+    if not has_chat_template(tokenizer):
+        return ""
+    marker = "FEDMEMPREFIXMARKER"  # one word: no template trims or escapes it
+    text = tokenizer.apply_chat_template(_messages(marker), tokenize=False, continue_final_message=True)
+    if not text.endswith(marker):
+        raise ValueError("the tokenizer's chat template does not end with the open user message it was given")
+    return text[: -len(marker)]
