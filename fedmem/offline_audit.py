@@ -3,6 +3,7 @@
     fedmem audit run=<run dir> [rounds=0,3] [name=<name>] [audit.* overrides, audit/<group>=<preset>, experiment=...]
     fedmem audit -m run=<run dir> audit.prefix_len=10,30,50,100 audit/decoding=top_k,top_p,temperature
     fedmem audit model.path=<HF model dir> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
+    fedmem audit model.gguf_file=<file.gguf> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
 
 A re-audit reads the run's own resolved ``config.yaml``, changes ``audit.*`` only (anything that shaped training is
 refused, naming the key), loads each saved ``round_<r>/adapter`` and writes the same reports as a training run
@@ -27,6 +28,7 @@ from omegaconf import OmegaConf
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
+from fedmem.model.gguf import file_sha256
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
 from fedmem.runtime import base_model, federated_data, make_auditor, saved_adapter
 from fedmem.sweep import write_sweep_report
@@ -209,22 +211,28 @@ def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
     d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
     path = (d.get("model") or {}).get("path")
-    if d["model"]["name"] == "tiny" and path:  # no model preset named: call the model by its directory
-        d["model"]["name"] = Path(path).name
+    gguf = (d.get("model") or {}).get("gguf_file")
+    if d["model"]["name"] == "tiny" and (path or gguf):  # no model preset named: call the model by its file
+        d["model"]["name"] = Path(path).name if path else Path(gguf).stem
     d["run_dir"] = str(Path("runs") / (name or time.strftime(f"audit-%Y%m%d-%H%M%S-{d['task']['name']}")))
     cfg = from_dict(d)
     check_local_model(cfg.model)
-    audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model))
+    audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
     return cfg
 
 
 def audit_external(cfg: ExperimentConfig) -> Path:
-    """Audit ``model.path`` (+ ``model.adapter``) on the configured clients' data, once, as round 0."""
-    source = {"kind": "external", "model": cfg.model.path, "model_sha256": _files_sha256(cfg.model.path),
-              "adapter": cfg.model.adapter,
+    """Audit ``model.path`` or ``model.gguf_file`` (+ ``model.adapter``) on the configured clients' data, once, as
+    round 0."""
+    if cfg.model.gguf_file:
+        gguf = cfg.model.gguf_path()
+        model_name, model_sha256 = str(gguf), file_sha256(gguf)
+    else:
+        model_name, model_sha256 = cfg.model.path, _files_sha256(cfg.model.path)
+    source = {"kind": "external", "model": model_name, "model_sha256": model_sha256, "adapter": cfg.model.adapter,
               "adapter_sha256": _files_sha256(cfg.model.adapter) if cfg.model.adapter else None}
     data = federated_data(cfg)
-    model, tokenizer = load_audited_model(cfg.model)
+    model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
     auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -96,14 +96,21 @@ def markdown_to_html(md: str, title: str, base_dir: Path | None = None) -> str:
 
 
 def _source_line(source: dict) -> str:
+    lines = []
     if source.get("kind") == "reaudit":
-        return (f"Audit only: the saved adapter of run `{source['run']}`, round trained there; audit overrides: "
-                f"{', '.join(f'`{o}`' for o in source['overrides']) or 'none'}")
+        lines.append(f"Audit only: the saved adapter of run `{source['run']}`, round trained there; audit overrides: "
+                     f"{', '.join(f'`{o}`' for o in source['overrides']) or 'none'}")
     if source.get("kind") == "external":
         adapter = (f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})"
                    if source.get("adapter") else "")
-        return f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}"
-    return ""
+        lines.append(f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}")
+    if source.get("gguf_file"):
+        lines.append(_gguf_base(source))
+    return "\n\n".join(lines)
+
+
+def _gguf_base(source: dict) -> str:
+    return f"Base model: GGUF file `{source['gguf_file']}` (sha256 {source['gguf_sha256'][:12]})"
 
 
 def train_rows(train_log: dict | list) -> list[dict]:
@@ -241,7 +248,9 @@ def _panel(run_dir: Path, fname: str, title: str, y_label: str, lines: dict[str,
     return save_figure(fig, run_dir / fname, dpi=90)
 
 
-def _configuration(cfg) -> list[str]:
+def _configuration(cfg, source: dict) -> list[str]:
+    """The run page's configuration table; ``source``: the first round report's, which names a GGUF base model's
+    file and sha256."""
     d = cfg.to_dict()
     m, t, s, a, data = d["model"], d["train"], d["strategy"], d["audit"], d["data"]
     rows = [
@@ -249,6 +258,8 @@ def _configuration(cfg) -> list[str]:
         ("task / data", f"{d['task']['name']}; {data['source']} data, {data['num_clients']} clients x "
                         f"{data['train_per_client']} train / {data['test_per_client']} test records"),
         ("model", f"{m['name']}" + (f" (`{m['path']}`)" if m.get("path") else "") +
+         (f" (GGUF file `{source['gguf_file']}`, sha256 {source['gguf_sha256'][:12]})" if source.get("gguf_file")
+          else "") +
          f"; LoRA r {m['lora_r']}, alpha {m['lora_alpha']}, dropout {m['lora_dropout']}; sequence length "
          f"{m['max_seq_len']}"),
         ("training", f"{s['name']}, {s['num_rounds']} rounds" +
@@ -329,7 +340,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
         lines += _figure_table(curves, rounds, bands)
         if last.get("ground_truth_scores"):
             lines += _truth_table(last["ground_truth_scores"])
-    lines += _configuration(cfg)
+    lines += _configuration(cfg, history[0]["source"] if history else {})
     lines += ["Round pages: " + ", ".join(f"[round {r}](round_{r}/report.md)" for r in rounds)]
     md = "\n".join(lines)
     atomic_write_text(run_dir / "report.md", md)

@@ -18,6 +18,7 @@ from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
 from fedmem.experiment_config import ExperimentConfig, method_configs
+from fedmem.model.gguf import gguf_identity
 from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
 from fedmem.train import tokenize_examples, train_local
 
@@ -151,10 +152,14 @@ def preflight(cfg: ExperimentConfig) -> str:
             f"({cfg.strategy.num_rounds + 1} rounds audited): {work}")
 
 
-def make_auditor(cfg: ExperimentConfig, label: str = "fl", **options) -> Auditor:
-    """The run's auditor over the global model (its own LoRA model, seeded like every client's); ``options``: the
-    Auditor's ``source`` and ``save_adapters``."""
-    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label, **options)
+def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None = None,
+                 save_adapters: bool = True) -> Auditor:
+    """The run's auditor over the global model (its own LoRA model, seeded like every client's). ``source`` (what is
+    audited; a training run unless told) also gets a GGUF base model's file and sha256, so that every report names
+    the exact weights that were fine-tuned."""
+    source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
+    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label, source=source,
+                   save_adapters=save_adapters)
 
 
 def completed_round(run_dir) -> int | None:

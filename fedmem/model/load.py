@@ -1,4 +1,4 @@
-"""Loading base models (tiny preset or Hugging Face checkpoints) and wrapping them with LoRA.
+"""Loading base models (tiny preset, Hugging Face checkpoints or GGUF files) and wrapping them with LoRA.
 
 Only the LoRA adapter ever leaves a process: :func:`adapter_state` / :func:`load_adapter_state` are the two
 ends of the wire (peft's ``get_peft_model_state_dict`` / ``set_peft_model_state_dict``).
@@ -14,6 +14,7 @@ import torch
 
 from fedmem.config import ModelConfig
 from fedmem.io import atomic_dir
+from fedmem.model.gguf import file_sha256, gguf_model_dir
 from fedmem.model.tiny import load_or_build_tiny
 from fedmem.progress import library_bars
 
@@ -28,13 +29,20 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def load_pretrained(cfg: ModelConfig):
-    """A Hugging Face causal LM by id or local directory; one clear error when it cannot be had offline."""
+def model_source(cfg: ModelConfig, cache_dir) -> str:
+    """What ``from_pretrained`` reads: ``model.path``, or for ``model.gguf_file`` its converted copy under
+    ``cache_dir`` (converted on the first call)."""
+    return str(gguf_model_dir(cfg, cache_dir)) if cfg.gguf_file else cfg.path
+
+
+def load_pretrained(cfg: ModelConfig, cache_dir):
+    """A Hugging Face causal LM by id or local directory, or from a GGUF file (converted once into ``cache_dir``);
+    one clear error when it cannot be had offline."""
     from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(cfg)
+    tokenizer = load_tokenizer(cfg, cache_dir)
     try:
-        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=resolve_dtype(cfg.dtype))
+        model = AutoModelForCausalLM.from_pretrained(model_source(cfg, cache_dir), dtype=resolve_dtype(cfg.dtype))
     except OSError as e:
         raise ValueError(_unavailable(cfg, e)) from None
     model.eval()
@@ -42,6 +50,8 @@ def load_pretrained(cfg: ModelConfig):
 
 
 def _unavailable(cfg: ModelConfig, error: Exception) -> str:
+    if cfg.gguf_file:
+        return f"model.gguf_file={cfg.gguf_file}: its converted copy could not be read ({error})"
     path = Path(cfg.path).expanduser()
     if (path.is_absolute() or cfg.path.startswith(".")) and not path.is_dir():
         return f"model.path={cfg.path}: no such directory"
@@ -49,12 +59,13 @@ def _unavailable(cfg: ModelConfig, error: Exception) -> str:
             f"unreachable. Download it elsewhere and set model.path to the local directory. ({error})")
 
 
-def load_tokenizer(cfg: ModelConfig):
-    """The tokenizer of ``model.path``, with a pad token (its end-of-sequence token where it has none)."""
+def load_tokenizer(cfg: ModelConfig, cache_dir):
+    """The tokenizer of ``model.path`` (or ``model.gguf_file``), with a pad token (its end-of-sequence token where
+    it has none)."""
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.path)
+        tokenizer = AutoTokenizer.from_pretrained(model_source(cfg, cache_dir))
     except OSError as e:
         raise ValueError(_unavailable(cfg, e)) from None
     if tokenizer.pad_token_id is None:
@@ -63,10 +74,12 @@ def load_tokenizer(cfg: ModelConfig):
 
 
 def check_local_model(cfg: ModelConfig) -> None:
-    """A model to audit must be local: ``model.path`` a Hugging Face model directory, ``model.adapter`` (if set) a
-    peft adapter directory. One clear error otherwise, before anything is loaded."""
-    if not cfg.path:
-        raise ValueError("fedmem audit of a model needs model.path (a local Hugging Face model directory)")
+    """A model to audit must be local: ``model.path`` a Hugging Face model directory (or ``model.gguf_file``, which
+    the config has found already), ``model.adapter`` (if set) a peft adapter directory. One clear error otherwise,
+    before anything is loaded."""
+    if not cfg.path and not cfg.gguf_file:
+        raise ValueError("fedmem audit of a model needs model.path (a local Hugging Face model directory) or "
+                         "model.gguf_file")
     for key, value, marker, what in (("model.path", cfg.path, "config.json", "a Hugging Face model directory"),
                                      ("model.adapter", cfg.adapter, "adapter_config.json", "a peft adapter directory")):
         if value is None:
@@ -77,11 +90,12 @@ def check_local_model(cfg: ModelConfig) -> None:
             raise ValueError(f"{key}={value}: not {what} (no {marker})")
 
 
-def load_audited_model(cfg: ModelConfig):
-    """(model, tokenizer) of an external model to audit: ``model.path``, with the peft adapter ``model.adapter`` on
-    top when given, on the compute device, in eval mode. Local files only: the hub is never contacted."""
+def load_audited_model(cfg: ModelConfig, cache_dir):
+    """(model, tokenizer) of an external model to audit: ``model.path`` (or ``model.gguf_file``), with the peft
+    adapter ``model.adapter`` on top when given, on the compute device, in eval mode. Local files only: the hub is
+    never contacted."""
     check_local_model(cfg)
-    model, tokenizer = load_pretrained(cfg)
+    model, tokenizer = load_pretrained(cfg, cache_dir)
     if cfg.adapter:
         from peft import PeftModel
 
@@ -94,8 +108,16 @@ def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: 
     with library_bars(progress):
         if cfg.offline:
             return load_or_build_tiny(cfg.tiny, public_corpus, seed, cache_dir, progress)
-        model, tokenizer = load_pretrained(cfg)
-    return model, tokenizer, cfg.path
+        model, tokenizer = load_pretrained(cfg, cache_dir)
+    return model, tokenizer, base_origin(cfg)
+
+
+def base_origin(cfg: ModelConfig) -> str:
+    """Where a pretrained base comes from, for a summary line: ``model.path``, or the GGUF file and its sha256."""
+    if cfg.gguf_file:
+        path = cfg.gguf_path()
+        return f"{path}, sha256 {file_sha256(path)[:12]}"
+    return cfg.path
 
 
 def wrap_lora(model, cfg: ModelConfig):
