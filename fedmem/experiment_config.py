@@ -118,9 +118,6 @@ def validate(cfg: ExperimentConfig) -> None:
         raise ValueError(
             f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
         )
-    if cfg.model.max_seq_len != "auto" and cfg.audit.prefix_len >= cfg.model.max_seq_len:
-        raise ValueError(f"audit.prefix_len ({cfg.audit.prefix_len}) must be shorter than model.max_seq_len "
-                         f"({cfg.model.max_seq_len}): the model never trains on the text after such a prefix")
     if cfg.model.offline and not cfg.data.has_public_corpus:
         raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
                          "data.public_share=0 with no data.public gives none: set one of them")

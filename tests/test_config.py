@@ -15,7 +15,7 @@ from fedmem.experiment_config import from_dict
     "override, message",
     [
         ("data.num_clients=0", "num_clients"),
-        ("audit.prefix_len=200", "audit.prefix_len (200) must be shorter than model.max_seq_len (128)"),
+        ("audit.prefix_len=0", "audit.prefix_len must be >= 1"),
         ("audit.methods=[utility,pa] audit.pa.suffix_len=0", "audit.pa.suffix_len must be >= 1"),
         ("strategy.name=fedbogus", "strategy.name"),
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),

@@ -105,7 +105,7 @@ def test_an_experiment_preset_restores_its_rules_over_the_runs_resolved_ones(tra
     ("strategy.num_rounds=5", "strategy.num_rounds: shaped training"),
     ("seed=3", "seed: shaped training"),
     ("task=qa", "task: shaped training"),
-    ("audit.prefix_len=100", "audit.prefix_len (100) is longer than the suffix budget"),
+    ("audit.prefix_len=0", "audit.prefix_len must be >= 1"),
     ("audit/decoding=beam", "audit/decoding=beam: no such preset"),
     ("rounds=7", "round(s) [7] have no saved adapter"),
 ])
@@ -120,7 +120,7 @@ def test_refused_overrides_name_the_key_and_leave_nothing_behind(trained, capsys
 
 def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["audit", f"run={trained}", "audit.prefix_len=150", "name=too_long"])
+        main(["audit", f"run={trained}", "audit.prefix_len=250", "name=too_long"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "audit.samples_per_client=6, but client 0's train split has only 0" in err
     assert not (trained / "audits" / "too_long").exists()
