@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run clean
+.PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run study-kjv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,18 @@ flwr-run: install
 
 bench: install-dev
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The real-text study (conf/experiment/smollm2_kjv.yaml): the King James Bible from Debian's bible-kjv packages (unpacked
+# into .cache/kjv, nothing installed system-wide), cut into passages by scripts/kjv_corpus.py, then both runs.
+KJV := .cache/kjv
+$(KJV)/kjv.jsonl: | $(BIN)/python
+	mkdir -p $(KJV)/deb
+	cd $(KJV)/deb && (apt-get download bible-kjv bible-kjv-text || (apt-get update -qq && apt-get download bible-kjv bible-kjv-text))
+	for f in $(KJV)/deb/*.deb; do dpkg -x $$f $(KJV)/root; done
+	$(BIN)/python scripts/kjv_corpus.py $@ --bible $(KJV)/root/usr/bin/bible --datadir $(KJV)/root/usr/lib
+
+study-kjv: install $(KJV)/kjv.jsonl
+	$(BIN)/fedmem run -m experiment=smollm2_kjv data.path=$(KJV)/kjv.jsonl $(ARGS)
 
 clean:
 	rm -rf runs .cache .pytest_cache

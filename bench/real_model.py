@@ -1,0 +1,111 @@
+"""Bench: one real pretrained model's work per stage on this machine, each beside the machine's own matmul rate.
+
+SmolLM2-135M-Instruct (the smollm2-135m preset, read from its GGUF file and cached) does what a round does with it:
+LoRA training steps (``fedmem.train.train_local``), batched KV-cached generation (``fedmem.generation``) and
+teacher-forced scoring (``fedmem.scoring.sequence_logprobs``). Each stage's rate is given in tokens per second and
+as model FLOP/s (2 x parameters per token forward; 4 x for a LoRA training token, whose backward pass computes
+activation gradients through the frozen base but no weight gradients for it), next to the float32 rate of a plain
+``torch.mm`` of the model's own projection shapes measured in the same run: the physical limit each stage is
+compared with.
+
+    python bench/real_model.py                     # 2 threads, batch 8 x 128 tokens training, 64 prompts
+    python bench/real_model.py --threads 1 --prompts 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from fedmem.config import Decoding, ModelConfig, TrainConfig
+from fedmem.experiment_config import compose_dict
+from fedmem.generation import generate_batched
+from fedmem.model.load import load_base, wrap_lora
+from fedmem.scoring import sequence_logprobs
+from fedmem.testing import english_passages
+from fedmem.train import train_local
+
+
+def matmul_rate(tokens: int, shapes: list[tuple[int, int]], repeats: int = 5) -> float:
+    """float32 FLOP/s of ``torch.mm`` over ``[tokens, k] @ [k, n]`` for the model's projection shapes."""
+    flops, seconds = 0.0, 0.0
+    for k, n in shapes:
+        a, b = torch.randn(tokens, k), torch.randn(k, n)
+        torch.mm(a, b)  # warm-up
+        t = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        seconds += time.perf_counter() - t
+        flops += 2.0 * tokens * k * n * repeats
+    return flops / seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=8, help="training sequences per step")
+    ap.add_argument("--seq", type=int, default=128, help="training and scoring sequence length (tokens)")
+    ap.add_argument("--steps", type=int, default=3, help="timed training steps (after one warm-up step)")
+    ap.add_argument("--prompts", type=int, default=64, help="generation prompts (30-token prefixes)")
+    ap.add_argument("--new", type=int, default=64, help="new tokens per generation")
+    ap.add_argument("--cache-dir", default=".cache/fedmem")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    preset = compose_dict(["model=smollm2-135m"])["model"]
+    cfg = ModelConfig(**preset)
+    t = time.perf_counter()
+    base, tok, where = load_base(cfg, [], seed=0, cache_dir=args.cache_dir, progress=False)
+    load_s = time.perf_counter() - t
+    params = sum(p.numel() for p in base.parameters())
+    c = base.config
+    shapes = [(c.hidden_size, c.hidden_size), (c.hidden_size, c.intermediate_size),
+              (c.intermediate_size, c.hidden_size)]
+    peak = matmul_rate(args.batch * args.seq, shapes)
+    print(f"model: {where}; {params / 1e6:.1f} M parameters; loaded in {load_s:.1f} s; torch threads "
+          f"{torch.get_num_threads()}")
+    print(f"torch.mm float32 over the model's projection shapes ({args.batch * args.seq} rows): "
+          f"{peak / 1e9:.1f} GFLOP/s (the limit below)\n")
+
+    words = [w for p in english_passages(400, 400) for w in p.split()]
+    ids = tok(" ".join(words), add_special_tokens=False)["input_ids"]
+    need = args.seq * args.batch * (args.steps + 1)
+    if len(ids) < need:
+        raise SystemExit("needs /usr/share/common-licenses for its English text")
+    seqs = [ids[i : i + args.seq] for i in range(0, need, args.seq)]
+
+    rows = []
+    model = wrap_lora(base, cfg)
+    train_cfg = TrainConfig(lr=1e-3, batch_size=args.batch, effective_batch=args.batch, progress=False)
+    train_local(model, seqs[: args.batch], train_cfg, seed=0, pad_id=tok.pad_token_id)  # warm-up step
+    t = time.perf_counter()
+    train_local(model, seqs[args.batch :], train_cfg, seed=0, pad_id=tok.pad_token_id)
+    s = time.perf_counter() - t
+    rows.append(("LoRA training (forward + backward, AdamW)", args.batch * args.seq * args.steps, s, 4))
+
+    pairs = [(tuple(q[:30]), tuple(q[30:])) for q in seqs[: args.prompts]]
+    t = time.perf_counter()
+    sequence_logprobs(model, pairs, batch_size=32)
+    s = time.perf_counter() - t
+    rows.append(("scoring log P(s|p) (teacher-forced, batch 32)", sum(len(p) + len(q) for p, q in pairs), s, 2))
+
+    prompts = [tuple(q[:30]) for q in seqs[: args.prompts]]
+    t = time.perf_counter()
+    outs = generate_batched(model, tok, prompts, args.new, decoding=Decoding(strategy="top_k"), seed=0,
+                            batch_size=args.prompts)
+    s = time.perf_counter() - t
+    made = sum(len(o[0]) for o in outs)
+    rows.append((f"generation ({args.prompts} prompts, KV cache, top-k)", made, s, 2))
+
+    print("| stage | tokens | seconds | tokens/s | model GFLOP/s | share of torch.mm |")
+    print("|---|---|---|---|---|---|")
+    for name, tokens, seconds, factor in rows:
+        rate = factor * params * tokens / seconds
+        print(f"| {name} | {tokens} | {seconds:.1f} | {tokens / seconds:.0f} | {rate / 1e9:.1f} | "
+              f"{rate / peak:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
