@@ -122,3 +122,20 @@ def test_prompt_under_a_real_chat_template(smollm2_dir):
     assert "<|im_start|>assistant" not in prompt and not prompt.rstrip().endswith("<|im_end|>")
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert list(s.suffix_ids) == ids[PREFIX:] and s.suffix_text == tok.decode(ids[PREFIX:])
+
+
+def test_prior_aware_scores_in_the_prompt_context(tok):
+    """P(s|p) is scored after MR's prompt (the open user turn), and so are the generic calibration pairs."""
+    from fedmem.audit.base import RoundContext
+    from fedmem.audit.prior_aware import PriorAwareConfig, PriorAwareMemorization
+
+    run = pool(tok, [words_of(tok, PREFIX + 40, i) for i in range(3)], TaskConfig(name="dialog"))
+    method = PriorAwareMemorization(PriorAwareConfig(n=2, suffix_len=24, c=2, trials=1,
+                                                     generic=[words_of(tok, 40, 9)]), run)
+    ctx = RoundContext(run=run, round=1, model=tiny_model(tok))
+    method.audit(ctx)
+    [pairs] = list(ctx._lp_cache)
+    audited, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
+    assert [p for p, _ in audited] == [s.prompt_ids for s in method.audited]
+    assert [s for _, s in audited] == [s.suffix_ids[:24] for s in method.audited]  # PA's fixed suffix length
+    assert all(p[: len(run.prompt_header)] == run.prompt_header and len(p) > len(run.prompt_header) for p, _ in generic)

@@ -57,7 +57,8 @@ def test_intra_minus_inter_has_a_standard_error_over_prefixes():
     d = f["intra_minus_inter"]
     assert d["diff"] == pytest.approx(f["intra"] - f["inter"]) and d["diff"] == pytest.approx(0.625)
     assert d["se"] == pytest.approx((0.5**2 * (11 / 12) / 4) ** 0.5)
-    assert d["ci95"] == pytest.approx([0.625 - 1.96 * d["se"], 0.625 + 1.96 * d["se"]])
+    # a difference, not a rate: a normal interval, kept inside [-1, 1]
+    assert d["ci95"] == pytest.approx([0.625 - 1.96 * d["se"], min(1.0, 0.625 + 1.96 * d["se"])])
     # with five clients a hit on another client counts 1/(L-1): {1, 2} from client 0 gives d = -0.5
     f5 = mr_figures([0, 0, 1, 2, 3, 4], [{1, 2}, {0}, set(), set(), set(), set()], [1] * 5)
     assert f5["intra_minus_inter"]["diff"] == pytest.approx(f5["intra"] - f5["inter"])
@@ -76,6 +77,10 @@ def test_every_figure_carries_its_standard_error():
     # MR_Inter: client 0 hit client 1 once of 4, client 1 hit client 0 once of 4
     assert u["inter"]["value"] == pytest.approx(f["inter"]) == pytest.approx(0.25)
     assert u["inter"]["se"] == pytest.approx(math.sqrt(2 * 0.25 * (0.25 * 0.75 * 4 / 3) / 4))
+    # rates: Wilson's interval at the effective sample size p(1 - p) / se²
+    for key, p in (("intra", 0.5), ("inter", 0.25)):
+        n_eff = p * (1 - p) / u[key]["se"] ** 2
+        assert u[key]["n_eff"] == pytest.approx(n_eff) and u[key]["ci95"] == pytest.approx(wilson(p * n_eff, n_eff))
     # MR_Total: 5 of 8 prefixes hit someone; a binomial standard error
     assert f["total"] == 0.625 and u["total"]["se"] == pytest.approx(math.sqrt(0.625 * 0.375 / 8))
     assert u["total"]["ci95"] == pytest.approx(wilson(5, 8))  # a proportion: Wilson's interval
@@ -100,3 +105,25 @@ def test_matrix_cells_and_total_carry_wilson_intervals():
     assert f["uncertainty"]["matrix_ci95"][0][0] == pytest.approx(wilson(1, 3))
     assert f["uncertainty"]["matrix_ci95"][1][0] == pytest.approx(wilson(0, 2))
     assert f["uncertainty"]["total"]["ci95"] == pytest.approx(wilson(3, 5))
+
+
+@pytest.mark.parametrize("hit_count", [0, 1, 30])
+def test_rate_intervals_stay_in_range_at_no_one_and_every_hit(hit_count):
+    """30 prefixes per client, 3 clients: no hit, one hit, every prefix hitting its own client. Every rate's interval
+    lies in [0, 1], holds its figure, and keeps a width at 0 hits (it does not claim certainty)."""
+    prefix_clients = [j for j in range(3) for _ in range(30)]
+    hits = [{j} if i < hit_count and j == 0 or hit_count == 30 else set()
+            for j in range(3) for i in range(30)]
+    f = mr_figures(prefix_clients, hits, [1, 1, 1])
+    u = f["uncertainty"]
+    for key in ("intra", "inter", "total"):
+        lo, hi = u[key]["ci95"]
+        value = f[key]
+        assert 0.0 <= lo <= value <= hi <= 1.0, (key, lo, value, hi)
+    for row, ci_row in zip(f["matrix"], u["matrix_ci95"]):
+        for v, (lo, hi) in zip(row, ci_row):
+            assert 0.0 <= lo <= v <= hi <= 1.0
+    if hit_count == 0:
+        assert u["intra"]["ci95"][1] > 0 and u["inter"]["ci95"][1] > 0
+    lo, hi = f["intra_minus_inter"]["ci95"]
+    assert -1.0 <= lo <= f["intra_minus_inter"]["diff"] <= hi <= 1.0

@@ -102,7 +102,7 @@ def text_samples(tokenizer, n_per_client: int = 6, clients: int = 2, suffix: int
 
 
 def test_config_rejects_bad_values_with_one_clear_message():
-    assert PriorAwareConfig().c == 64
+    assert (PriorAwareConfig().c, PriorAwareConfig().trials) == (32, 2)
     for kwargs, fragment in [
         ({"c": 0}, "audit.pa.c must be >= 1"),
         ({"c": "abc"}, "audit.pa.c must be an integer, got 'abc'"),
@@ -133,13 +133,22 @@ def test_defaults_follow_the_paper():
     assert GENERIC_LONG[-1].endswith("explore more advanced aspects of the software at your own pace.")
 
 
-def test_generic_pairs_split_half_prefix_half_suffix(tokenizer):
-    pairs = generic_pairs(tokenizer, list(GENERIC_SHORT))
-    for text, (p, s) in zip(GENERIC_SHORT, pairs):
+def test_generic_pairs_are_cut_to_the_audited_shape(tokenizer):
+    """A sentence long enough gives its first prefix_len tokens and the next suffix_len; a shorter one keeps a
+    suffix of the audited length at its end (half the sentence if it is shorter than twice that)."""
+    long_text = " ".join(WORDS * 3)
+    ids = tuple(tokenizer(long_text, add_special_tokens=False)["input_ids"])
+    [(p, s)] = generic_pairs(tokenizer, [long_text], prefix_len=6, suffix_len=8)
+    assert (p, s) == (ids[:6], ids[6:14])
+    # shorter than prefix + suffix: the suffix keeps the audited length at the end, the prefix what precedes it
+    for words in (6, 2):
+        text = " ".join(WORDS[:words])
         ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
-        assert p + s == ids and len(p) == len(ids) // 2 and len(s) - len(p) in (0, 1)
+        [(p, s)] = generic_pairs(tokenizer, [text], prefix_len=30, suffix_len=4)
+        assert p + s == ids
+        assert len(s) == (4 if len(ids) >= 8 else len(ids) - len(ids) // 2), (len(ids), len(s))
     with pytest.raises(ValueError, match="fewer than 2 tokens"):
-        generic_pairs(tokenizer, ["a"])
+        generic_pairs(tokenizer, ["a"], 6, 8)
 
 
 # ---------------------------------------------------------------- thresholds and estimator on hand-made numbers
@@ -188,7 +197,7 @@ def test_prior_estimate_leaves_out_excluded_draws():
 def test_own_prefix_is_left_out_of_its_prior(tokenizer):
     # 12 pool prefixes and c = 64 draws: every sample's own prefix is drawn several times
     run = make_run(tokenizer, text_samples(tokenizer))
-    method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, suffix_len=8, n_ratio=10.0), run)
+    method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, trials=1, suffix_len=8, n_ratio=10.0), run)
     model = qwen2(len(tokenizer), seed=0)
     rows = method.audit(RoundContext(run=run, round=1, model=model))["samples"]
     logq = prior_logprobs(model, method.prior_prefixes, [s.suffix_ids for s in method.audited])
@@ -277,20 +286,24 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     sec = method.audit(RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path)))
 
     assert sec["config"]["m"] == 1e-2 and sec["config"]["n_source"] == "calibrated"
+    # the rates are over the random draw (5 per client, canaries aside); each client's canary is audited beside it
     assert sec["overall"]["audited"] == 10 == sum(v["audited"] for v in sec["per_client"])
+    assert sum(r["drawn"] for r in sec["samples"]) == 10 and len(sec["samples"]) == 12
+    assert not any(r["drawn"] for r in sec["samples"] if "canary" in r["tags"])
     for key in ("extractable", "pa_memorized"):
         assert sec["overall"][key] == sum(v[key] for v in sec["per_client"])
-    assert sum(sec["histogram_log10_ratio"]["all"]) == 10
+    assert sum(sec["histogram_log10_ratio"]["all"]) == 12
     ratios = [e["log10_ratio"] for e in sec["top"]]
     assert ratios == sorted(ratios, reverse=True) and len(sec["top"]) == 3
     assert sec["lowest"][0]["log10_ratio"] == min(r["log10_ratio"] for r in sec["samples"])
-    # canaries and generic boilerplate are audited first and broken down
+    # canaries and generic boilerplate are broken down
     gt = sec["ground_truth"]
-    assert gt["canary"]["4"]["audited"] == 2 and gt["generic"]["audited"] == 2 and gt["untagged"]["audited"] == 6
+    assert gt["canary"]["4"]["audited"] == 2 and gt["generic"]["audited"] == 2 and gt["untagged"]["audited"] == 8
     assert {"extractable_rate", "pa_rate", "log10_n", "canary_pa_rate", "generic_pa_rate"} <= set(sec["headline"])
 
     # the per-sample figures agree with the engine computed independently
-    pairs = [(s.prefix_ids, s.suffix_ids) for c in run.clients for s in samples[c][:5]]
+    # audited order per client: the draw (samples 1-5), then the canary (sample 0)
+    pairs = [(s.prefix_ids, s.suffix_ids) for c in run.clients for s in samples[c][1:6] + samples[c][:1]]
     lp = sequence_logprobs(model, pairs)
     np.testing.assert_allclose([r["log10_p"] for r in sec["samples"]], lp / math.log(10), atol=1e-6)
     q = method.prior_prefixes
@@ -303,7 +316,7 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     phat = np.log(np.mean(trial_means, axis=0))
     np.testing.assert_allclose([r["log10_prior"] for r in sec["samples"]], phat / math.log(10), atol=1e-6)
     # calibrated n = mean ratio over the App. B short set (suffix_len 8), recomputed independently
-    gp = generic_pairs(tokenizer, list(GENERIC_SHORT))
+    gp = generic_pairs(tokenizer, list(GENERIC_SHORT), prefix_len=6, suffix_len=8)
     g_ratio = sequence_logprobs(model, gp) - np.log(np.exp(prior_logprobs(model, q, [s for _, s in gp])).mean(0))
     assert sec["config"]["log10_n"] == pytest.approx(np.log(np.exp(g_ratio).mean()) / math.log(10), abs=1e-6)
     assert len(sec["calibration"]["sequences"]) == 7
@@ -416,3 +429,29 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
     canary_row = next(r for r in sec["samples"] if "canary" in r["tags"])
     boiler_ratio = max(r["log10_ratio"] for r in sec["samples"] if r["tags"].get("generic"))
     assert canary_row["log10_ratio"] > 1.0 > boiler_ratio
+
+
+def test_the_paper_preset_draws_5000_prior_prefixes_in_5_trials():
+    from fedmem.experiment_config import compose_dict
+
+    pa = compose_dict(["experiment=paper"])["audit"]["pa"]
+    assert (pa["c"], pa["trials"]) == (5000, 5)
+
+
+def test_the_pa_rate_interval_adds_the_spread_between_prior_draws():
+    from fedmem.audit.prior_aware import _counts, draw_spread
+
+    # four extractable pairs; under trial 0's prior two are PA-memorized, under trial 1's one
+    log_p = np.log([0.5, 0.5, 0.5, 0.5])
+    per_trial = np.log([[1e-3, 1e-3, 0.4, 0.4], [1e-3, 0.1, 0.4, 0.4]])
+    drawn, clients = np.ones(4, dtype=bool), np.array([0, 0, 1, 1])
+    spread = draw_spread(log_p, per_trial, math.log(1e-2), math.log(10.0), drawn, clients)
+    assert spread["all"] == pytest.approx(np.std([0.5, 0.25], ddof=1) / math.sqrt(2))  # per-trial rates 2/4, 1/4
+    assert spread[1] == 0.0 and spread[0] == pytest.approx(np.std([1.0, 0.5], ddof=1) / math.sqrt(2))
+    assert draw_spread(log_p, per_trial[:1], math.log(1e-2), math.log(10.0), drawn, clients) == {}
+    ext, pa = np.ones(4, dtype=bool), np.array([True, False, False, False])
+    plain, wide = _counts(ext, pa)["pa_rate_ci95"], _counts(ext, pa, spread["all"])["pa_rate_ci95"]
+    assert 0.0 <= wide[0] < plain[0] < 0.25 < plain[1] < wide[1] <= 1.0
+    for k in (0, 4):  # no pair and every pair: still inside [0, 1]
+        lo, hi = _counts(ext, np.arange(4) < k, 0.3)["pa_rate_ci95"]
+        assert 0.0 <= lo <= k / 4 <= hi <= 1.0

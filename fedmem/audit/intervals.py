@@ -12,8 +12,9 @@ import math
 Z95 = 1.959963984540054
 
 
-def wilson(k: int, n: int, z: float = Z95) -> list[float] | None:
-    """Wilson score interval [lo, hi] of the proportion k / n; None without items."""
+def wilson(k: float, n: float, z: float = Z95) -> list[float] | None:
+    """Wilson score interval [lo, hi] of the proportion k / n; None without items. k and n may be fractional (an
+    effective sample size)."""
     if n <= 0:
         return None
     p = k / n

@@ -20,19 +20,21 @@ header with the prefix in the open user turn, as MR prompts; SPEC §3 and §6):
 - extractable: P(s|p) > m;  PA-memorized: extractable and P(s|p) / P̂(s) > n.
 - m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
 - n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
-  P(s|p) / P̂(s) over generic, easy-to-predict sequences, each tokenized and split half prefix / half suffix,
-  with P̂(s) from the same q_i, each prefix half in the same prompt context. Following the paper ("n is simply an average of P(s|p)/P(s)") the mean is
-  taken in RATIO space, not over log ratios: log n = logsumexp_k(log ratio_k) − log K. The paper uses its short
-  sentences for 4-token suffixes and its long ones for 50-token suffixes; here the short set serves suffixes of
-  up to 8 tokens and the long set longer ones (the same cut as m). ``generic`` in the config replaces the set.
-  The App. B list is copied verbatim except for the trailing list-separator commas of the paper's listing.
-  ``generic_source: public`` calibrates on the data source's public corpus instead: App. B works because a
-  pretrained LLM has seen such sentences many times, and a base model pretrained only on a public corpus (the
-  tiny preset) has not; for it, the first half of an App. B sentence can predict its second half worse than a
-  random training prefix does, and then every extractable suffix passes n. The analogue for such a model is
-  its public corpus itself: ``generic_count`` paragraphs (seeded), each cut into the audited shape
-  (``prefix_len`` + ``suffix_len`` tokens, split after ``prefix_len``), so that n is measured on pairs of the
-  same length as the audited ones.
+  P(s|p) / P̂(s) over generic, easy-to-predict sequences, with P̂(s) from the same q_i and every prefix in the same
+  prompt context. Each sequence is cut to the audited shape (its first ``prefix_len`` tokens and the next
+  ``suffix_len``; a sentence too short for both keeps an end suffix of the audited length), so that n is
+  measured on pairs like the audited ones. Following the paper ("n is simply an average of P(s|p)/P(s)") the
+  mean is taken in RATIO space, not over log ratios: log n = logsumexp_k(log ratio_k) − log K.
+  Which sequences (``generic_source``): ``public``, paragraphs of the data's public corpus, text from the clients'
+  own distribution; ``appendix_b``, the paper's App. B sentences (its short set for suffixes of up to 8 tokens,
+  its long set beyond; copied verbatim except for the listing's trailing commas); ``auto`` (the default), public
+  when the data has a public corpus. App. B works when the model has seen such modern-English boilerplate many
+  times and the prefixes are general text. Under prefixes from one narrow domain (a medical record, a Bible
+  passage) those sentences have a vanishing prior, and a mean in ratio space is its largest term: n becomes so
+  large that no pair can pass. The section says so whenever even P(s|p) = 1 could not reach n.
+- Rates are over a random draw of each client's pooled samples (``n`` per client, canaries aside); the planted
+  canaries and boilerplate the draw missed are audited beside it for the ground truth only. The PA rate's
+  interval adds, to Wilson's, the spread of the rate between the ``trials`` independent prior draws.
 
 The section reports counts (extractable, PA-memorized, their ratio) per client and overall, the log10-ratio
 histogram, per-sample scores (ids only), the top- and lowest-scoring examples (texts through ``run.redact``),
@@ -50,7 +52,7 @@ from typing import Literal
 import numpy as np
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
-from fedmem.audit.intervals import rate
+from fedmem.audit.intervals import Z95, rate
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import check_fields, option, positive
 from fedmem.fmt import count, pct_ci
@@ -137,15 +139,17 @@ class PriorAwareConfig:
     n: int = option(16, "train pairs audited per client (ground-truth-tagged ones first)")
     suffix_len: int = option(64, "suffix tokens scored after each prefix (fixed: PA's thresholds are for a fixed "
                                  "length); a sample whose text has fewer after its prefix is not audited by PA")
-    c: int = option(64, "prior prefixes q_i per trial for P̂(s) (the paper: 1000 x 5)")
-    trials: int = option(1, "independent draws of c prefixes; the SE of P̂(s) is over trials")
+    c: int = option(32, "prior prefixes q_i per trial for P̂(s) (the paper: 5,000 per trial, 5 trials)")
+    trials: int = option(2, "independent draws of c prefixes; the SE of P̂(s), and the rates' intervals, take the "
+                            "spread between them")
     m: float | None = option(None, "extractable when P(s|p) > m; null: 1e-2 for suffixes <= 8 tokens, else 1e-4")
     n_ratio: float | None = option(
         None, "PA-memorized when P(s|p)/P̂(s) > n_ratio; null: calibrated per audited model (generic set)")
     generic: list[str] | None = option(None, "generic sentences for calibrating n; null: see generic_source")
-    generic_source: Literal["appendix_b", "public"] = option(
-        "appendix_b", "appendix_b: the paper's App. B sentences; public: paragraphs of the data source's public "
-                      "corpus (for a base pretrained on it). Ignored when `generic` is set")
+    generic_source: Literal["auto", "appendix_b", "public"] = option(
+        "auto", "public: paragraphs of the data's public corpus (text from the clients' own domain); appendix_b: "
+                "the paper's App. B sentences; auto: public when the data has a public corpus, else appendix_b. "
+                "Ignored when `generic` is set")
     generic_count: int = option(32, "public paragraphs used with generic_source=public")
     top: int = option(5, "top- and lowest-scoring examples shown in the report")
     seed: int | None = option(None, "seed of the prior prefixes; null: the run's seed")
@@ -165,8 +169,9 @@ class PriorAwareConfig:
             raise ValueError(f"audit.pa.top must be >= 0, got {self.top}")
 
     @property
-    def uses_public_corpus(self) -> bool:
-        return self.n_ratio is None and self.generic is None and self.generic_source == "public"
+    def calibrates_on_generic_source(self) -> bool:
+        """Whether n is calibrated on ``generic_source`` (not set, and no sentences of one's own)."""
+        return self.n_ratio is None and self.generic is None
 
 
 # ---------------------------------------------------------------- the estimator and the decision (pure functions)
@@ -184,6 +189,7 @@ class PriorEstimate:
     log_phat: np.ndarray  # [S] natural log of P̂(s)
     log_se: np.ndarray  # [S] natural log of its standard error (nan when undefined: a single sample)
     rel_se: np.ndarray  # [S] SE / P̂(s)
+    log_phat_per_trial: np.ndarray  # [trials, S] natural log of each trial's own estimate
 
 
 def prior_estimate(logq: np.ndarray, trials: int = 1, exclude: np.ndarray | None = None) -> PriorEstimate:
@@ -216,7 +222,9 @@ def prior_estimate(logq: np.ndarray, trials: int = 1, exclude: np.ndarray | None
         se = np.full(s, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_se = top + np.log(se)
-    return PriorEstimate(log_phat=top + np.log(phat), log_se=log_se, rel_se=se / phat)
+        log_per_trial = top + np.log(per_trial)
+    return PriorEstimate(log_phat=top + np.log(phat), log_se=log_se, rel_se=se / phat,
+                         log_phat_per_trial=log_per_trial)
 
 
 def pa_decisions(
@@ -237,15 +245,22 @@ def mean_ratio_log(log_ratio: np.ndarray) -> float:
     return float(np.logaddexp.reduce(log_ratio) - math.log(len(log_ratio)))
 
 
-def generic_pairs(tokenizer, texts: list[str]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Each sentence tokenized and split half prefix / half suffix (the prefix gets the shorter half)."""
+def generic_pairs(tokenizer, texts: list[str], prefix_len: int, suffix_len: int
+                  ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each sentence cut to the audited shape: its first ``prefix_len`` tokens and the next ``suffix_len``; a
+    sentence too short for both keeps a suffix of ``suffix_len`` tokens at its end (half of it, if it has fewer than
+    twice that) and as much prefix as precedes it, so n is measured on suffixes of the audited length wherever the
+    sentence allows it."""
     pairs = []
     for text in texts:
         ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
         if len(ids) < 2:
             raise ValueError(f"generic sentence {text!r} has fewer than 2 tokens: it cannot be split into p and s")
-        half = len(ids) // 2
-        pairs.append((ids[:half], ids[half:]))
+        if len(ids) >= prefix_len + suffix_len:
+            pairs.append((ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]))
+            continue
+        cut = max(len(ids) - suffix_len, len(ids) // 2)
+        pairs.append((ids[max(0, cut - prefix_len) : cut], ids[cut:]))
     return pairs
 
 
@@ -270,20 +285,25 @@ def public_generic_pairs(tokenizer, texts, count: int, prefix_len: int, suffix_l
     return out_texts, pairs
 
 
-def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> list[AuditSample]:
-    """The first n samples with at least ``suffix_len`` suffix tokens: canaries first, then generic boilerplate,
-    then the rest (each in run order). Fewer than n is an error naming the numbers."""
+def planted(s: AuditSample) -> bool:
+    """A sample the synthetic source planted: a canary, or a record ending in shared boilerplate."""
+    return "canary" in s.tags or bool(s.tags.get("generic"))
 
-    def rank(s: AuditSample) -> int:
-        return 0 if "canary" in s.tags else 1 if s.tags.get("generic") else 2
 
+def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> tuple[list[AuditSample], int]:
+    """(the audited samples, how many of them are the random draw) for one client: the draw is the first n samples
+    with at least ``suffix_len`` suffix tokens in the pool's seeded order, canaries left out (the pool always holds
+    them; the draw must not); the planted samples the draw missed (canaries, boilerplate) follow it, audited for the
+    ground truth but outside the rates. A draw that the suffix length leaves short of n is an error naming the
+    numbers."""
     long_enough = [s for s in samples if len(s.suffix_ids) >= suffix_len]
-    if len(long_enough) < min(n, len(samples)):
+    draw = [s for s in long_enough if "canary" not in s.tags][:n]
+    if len(draw) < min(n, sum("canary" not in s.tags for s in samples)):
         client = samples[0].client if samples else "?"
-        raise ValueError(f"audit.pa.n={n}, but only {len(long_enough)} of client {client}'s {len(samples)} pooled "
-                         f"samples have {suffix_len} tokens after their prefix (audit.pa.suffix_len): lower "
-                         "audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
-    return sorted(long_enough, key=rank)[:n]
+        raise ValueError(f"audit.pa.n={n}, but only {len(draw)} of client {client}'s {len(samples)} pooled samples "
+                         f"(canaries aside) have {suffix_len} tokens after their prefix (audit.pa.suffix_len): "
+                         "lower audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
+    return draw + [s for s in long_enough if planted(s) and s not in draw], len(draw)
 
 
 # ---------------------------------------------------------------- the audit method
@@ -299,13 +319,36 @@ def _log10(x) -> float | None:
     return None if not math.isfinite(x) else x / LN10
 
 
-def _counts(ext: np.ndarray, pa: np.ndarray) -> dict:
+def _counts(ext: np.ndarray, pa: np.ndarray, pa_spread: float = 0.0) -> dict:
+    """Counts and rates of the audited pairs; the PA rate's interval is Wilson's widened by ``pa_spread`` (the
+    standard error the prior's random draw adds), in quadrature on each side, kept in [0, 1]."""
     e, p, n = int(ext.sum()), int(pa.sum()), int(len(ext))
     out = {"audited": n, "extractable": e, "pa_memorized": p, "pa_over_extractable": (p / e) if e else None}
-    for name, k in (("extractable_rate", e), ("pa_rate", p)):
+    for name, k, extra in (("extractable_rate", e, 0.0), ("pa_rate", p, pa_spread)):
         r = rate(k, n)
-        out.update({name: r["rate"], f"{name}_se": r["se"], f"{name}_ci95": r["ci95"]})
+        ci = r["ci95"]
+        if ci is not None and extra > 0:
+            d = Z95 * extra
+            ci = [max(0.0, r["rate"] - math.hypot(r["rate"] - ci[0], d)),
+                  min(1.0, r["rate"] + math.hypot(ci[1] - r["rate"], d))]
+        out.update({name: r["rate"], f"{name}_se": r["se"], f"{name}_ci95": ci})
     return out
+
+
+def draw_spread(log_p: np.ndarray, log_phat_per_trial: np.ndarray, log_m: float, log_n: float,
+                drawn: np.ndarray, clients: np.ndarray) -> dict:
+    """The standard error the prior's random draw adds to the PA rate: the spread of the rate decided with each
+    trial's own P̂ (std over trials / sqrt(trials), for the mean over trials that decides), per client and ``all``;
+    empty with a single trial, where the draw's spread cannot be seen."""
+    trials = log_phat_per_trial.shape[0]
+    if trials < 2 or not drawn.any():
+        return {}
+    flags = np.array([pa_decisions(log_p, lq, log_m, log_n)[1] for lq in log_phat_per_trial])  # [trials, S]
+
+    def se(mask: np.ndarray) -> float:
+        return float(flags[:, mask].mean(axis=1).std(ddof=1) / math.sqrt(trials)) if mask.any() else 0.0
+
+    return {"all": se(drawn), **{int(c): se(drawn & (clients == c)) for c in np.unique(clients)}}
 
 
 HIST_WIDTHS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
@@ -349,7 +392,7 @@ class PriorAwareMemorization(AuditMethod):
 
     @classmethod
     def check(cls, cfg: PriorAwareConfig, experiment) -> None:
-        if cfg.uses_public_corpus and not experiment.data.has_public_corpus:
+        if cfg.calibrates_on_generic_source and cfg.generic_source == "public" and not experiment.data.has_public_corpus:
             raise ValueError("audit.pa.generic_source=public needs a public corpus, and data.public_share=0 with no "
                              "data.public gives none: set one, or use audit.pa.generic_source=appendix_b")
 
@@ -359,7 +402,12 @@ class PriorAwareMemorization(AuditMethod):
 
     def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
         super().__init__(cfg, run)
-        self.audited = [s for c in run.clients for s in select_audited(run.train[c], cfg.n, cfg.suffix_len)]
+        self.audited, self.drawn = [], []  # drawn[i]: audited sample i is part of the random draw (the rates)
+        for c in run.clients:
+            samples, n_drawn = select_audited(run.train[c], cfg.n, cfg.suffix_len)
+            self.audited += samples
+            self.drawn += [i < n_drawn for i in range(len(samples))]
+        self.drawn = np.array(self.drawn, dtype=bool)
         pool = [s.prompt_ids for c in run.clients for s in run.train[c] if s.prefix_ids]
         self.seed = run.seed if cfg.seed is None else cfg.seed
         idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
@@ -368,18 +416,24 @@ class PriorAwareMemorization(AuditMethod):
         # own_prefix[i, j]: prior draw i is audited sample j's own prefix (generic columns: never)
         own = np.array([[q == smp.prompt_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
         self.m = cfg.m if cfg.m is not None else default_m(cfg.suffix_len)
+        # the generic set n is calibrated on: raw (prefix, suffix) token pairs, scored in the prompt context
+        self.generic_source = cfg.generic_source
+        if self.generic_source == "auto":
+            self.generic_source = "public" if run.public_texts else "appendix_b"
         self.generic_texts, self.generic = [], []
-        if cfg.n_ratio is None:  # n is calibrated: build the generic set
-            if cfg.uses_public_corpus:
+        if cfg.n_ratio is None:
+            if cfg.generic is not None:
+                self.generic_texts = cfg.generic
+                self.generic = generic_pairs(run.tokenizer, self.generic_texts, run.prefix_len, cfg.suffix_len)
+            elif self.generic_source == "public":
                 if not run.public_texts:
                     raise ValueError("audit.pa.generic_source=public needs a public corpus (data.public or "
                                      "data.public_share); use audit.pa.generic_source=appendix_b")
-                self.generic_texts, generic = public_generic_pairs(
+                self.generic_texts, self.generic = public_generic_pairs(
                     run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, cfg.suffix_len, self.seed)
             else:
-                self.generic_texts = cfg.generic if cfg.generic is not None else default_generic(cfg.suffix_len)
-                generic = generic_pairs(run.tokenizer, self.generic_texts)
-            self.generic = [(run.context(p), s) for p, s in generic]
+                self.generic_texts = default_generic(cfg.suffix_len)
+                self.generic = generic_pairs(run.tokenizer, self.generic_texts, run.prefix_len, cfg.suffix_len)
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
     @classmethod
@@ -391,9 +445,10 @@ class PriorAwareMemorization(AuditMethod):
         cfg, samples = self.cfg, self.audited
         pairs = [(s.prompt_ids, s.suffix_ids[: cfg.suffix_len]) for s in samples]
         n_s = len(pairs)
-        log_p_all = ctx.logprobs(pairs + self.generic)
+        generic = [(self.run.context(p), s) for p, s in self.generic]
+        log_p_all = ctx.logprobs(pairs + generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
-        logq = ctx.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + self.generic])
+        logq = ctx.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + generic])
         est = prior_estimate(logq, cfg.trials, exclude=self.own_prefix)
         log_p, log_phat = log_p_all[:n_s], est.log_phat[:n_s]
         log_ratio = log_p - log_phat
@@ -402,9 +457,12 @@ class PriorAwareMemorization(AuditMethod):
         log_n = math.log(cfg.n_ratio) if cfg.n_ratio is not None else calibration["log_n"]
         ext, pa = pa_decisions(log_p, log_phat, math.log(self.m), log_n)
 
-        clients = np.array([s.client for s in samples])
-        per_client = [{"client": c, **_counts(ext[clients == c], pa[clients == c])} for c in self.run.clients]
-        overall = _counts(ext, pa)
+        # the rates are over the random draw; the prior's draw moves them too: the spread of the per-trial decisions
+        drawn, clients = self.drawn, np.array([s.client for s in samples])
+        spread = draw_spread(log_p, est.log_phat_per_trial[:, :n_s], math.log(self.m), log_n, drawn, clients)
+        per_client = [{"client": c, **_counts(ext[drawn & (clients == c)], pa[drawn & (clients == c)],
+                                              spread.get(c, 0.0))} for c in self.run.clients]
+        overall = _counts(ext[drawn], pa[drawn], spread.get("all", 0.0))
 
         rows = [
             {
@@ -412,7 +470,7 @@ class PriorAwareMemorization(AuditMethod):
                 "log10_p": _log10(log_p[i]), "log10_prior": _log10(log_phat[i]),
                 "log10_se_of_prior": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
                 "log10_ratio": _log10(log_ratio[i]),
-                "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]),
+                "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]), "drawn": bool(drawn[i]),
                 "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "shared", "generic")},
             }
             for i, s in enumerate(samples)
@@ -436,13 +494,22 @@ class PriorAwareMemorization(AuditMethod):
             "samples": rows,
         }
         section["distance_to_extractable"] = distance_to_extractable(log_p, self.m)
+        # P(s|p) <= 1, so a pair's ratio is at most 1 / P̂(s): past that no pair can be PA-memorized, whatever it is
+        best_possible = float(-log_phat.min()) if n_s else float("nan")
+        section["max_possible_log10_ratio"] = _log10(best_possible)
+        notes = []
+        if n_s and log_n >= best_possible:
+            notes.append(f"n = 10^{log_n / LN10:.1f} is beyond reach: even P(s|p) = 1 gives at most a ratio of "
+                         f"10^{best_possible / LN10:.1f} for the audited suffixes, so no pair can be PA-memorized at "
+                         f"this n (calibrated on: {section['calibration'].get('source')}).")
         if section["distance_to_extractable"]["far"]:
             d = section["distance_to_extractable"]
-            section["note"] = (f"Far from memorizing: the most likely audited suffix has log10 P(s|p) = "
-                               f"{d['best_log10_p']:.1f}, {d['orders_below']:.1f} orders of magnitude below the "
-                               f"extractability threshold (log10 m = {d['log10_m']:.1f}): zero rates here say that the "
-                               f"model has not come near reproducing any audited suffix, not that it resists "
-                               f"memorization.")
+            notes.append(f"Far from memorizing: the most likely audited suffix has log10 P(s|p) = "
+                         f"{d['best_log10_p']:.1f}, {d['orders_below']:.1f} orders of magnitude below the "
+                         f"extractability threshold (log10 m = {d['log10_m']:.1f}): zero rates here say that the model "
+                         f"has not come near reproducing any audited suffix, not that it resists memorization.")
+        if notes:
+            section["note"] = " ".join(notes)
         headline = {
             "audited": overall["audited"], "extractable": overall["extractable"],
             "pa_memorized": overall["pa_memorized"],
@@ -465,7 +532,7 @@ class PriorAwareMemorization(AuditMethod):
         log_ratio = log_p_generic - est.log_phat[n_s:]
         log_n = mean_ratio_log(log_ratio)
         return {
-            "source": "config" if self.cfg.generic is not None else self.cfg.generic_source,
+            "source": "config" if self.cfg.generic is not None else self.generic_source,
             "log_n": log_n,
             "log10_n": _log10(log_n),
             "mean": "ratio space (the paper's average of P(s|p)/P̂(s))",
@@ -481,7 +548,7 @@ class PriorAwareMemorization(AuditMethod):
     def _generic_text(self, text: str) -> str:
         """A calibration text for the report: sentences of the public corpus are rows of the data source (redacted
         like training text), the fixed generic sentences are not."""
-        if self.cfg.uses_public_corpus:
+        if self.cfg.generic is None and self.generic_source == "public":
             return self.run.redact(text)
         return text[:60] + ("…" if len(text) > 60 else "")
 
