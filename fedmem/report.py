@@ -25,6 +25,9 @@ SCHEMA_VERSION = 1
 PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "sentence-transformers", "numpy")
 REDACTED = ("Training text is redacted on this page: each excerpt shows as <redacted sha256:… len=…> (a hash of "
             "the text and its length). Run with audit.reveal_text=true to keep the text in the reports and records.")
+COVERAGE = ("The intervals cover the audit's sampling (which samples were drawn, and the outputs sampled for them), "
+            "not the variance of training itself: run other seeds (fedmem run -m seed=0,1,2) to see that, and compare "
+            "figures to the last digit only between runs on the same hardware and thread count.")
 REVEALED = ("This page shows training text (`audit.reveal_text=true`): share it only with those allowed to see the "
             "clients' data.")
 
@@ -307,7 +310,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
     if history:
         first, last = history[0], history[-1]
         lines += [f"## The answer at round {last['round']}", "",
-                  "Every rate with its 95% interval in brackets.", ""]
+                  f"Every rate with its 95% interval in brackets. {COVERAGE}", ""]
         lead = ("mr", "pearl", "pa")  # the memorization answers first, then utility
         for name, method in sorted(methods.items(), key=lambda kv: (kv[0] not in lead, lead.index(kv[0])
                                                                     if kv[0] in lead else 0)):
