@@ -25,6 +25,7 @@ from typing import Callable
 import yaml
 from omegaconf import OmegaConf
 
+from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
 from fedmem.io import atomic_write_json
@@ -217,8 +218,19 @@ def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig
     d["run_dir"] = str(Path("runs") / (name or time.strftime(f"audit-%Y%m%d-%H%M%S-{d['task']['name']}")))
     cfg = from_dict(d)
     check_local_model(cfg.model)
+    check_membership(cfg)
     audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
     return cfg
+
+
+def check_membership(cfg: ExperimentConfig) -> None:
+    """fedmem did not train this model, so its own split says nothing about which rows the model saw: a method
+    that compares members with non-members needs the data to say it (``data.membership_column``)."""
+    comparing = [m for m in cfg.audit.methods if AUDIT_METHODS[m].compares_members]
+    if comparing and not cfg.data.membership_column:
+        raise ValueError(f"audit.methods {comparing} compare the rows a model was trained on with rows it was not, and "
+                         f"fedmem did not train this model: name the data's column that says so per row "
+                         f"(data.membership_column, values train / test / public), or leave those methods out")
 
 
 def audit_external(cfg: ExperimentConfig) -> Path:
@@ -232,6 +244,7 @@ def audit_external(cfg: ExperimentConfig) -> Path:
     source = {"kind": "external", "model": model_name, "model_sha256": model_sha256, "adapter": cfg.model.adapter,
               "adapter_sha256": _files_sha256(cfg.model.adapter) if cfg.model.adapter else None}
     data = federated_data(cfg)
+    source["membership"] = data.ground_truth.get("membership") or {"source": "split", "seed": cfg.seed}
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
     auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)

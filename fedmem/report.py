@@ -107,6 +107,11 @@ def _source_line(source: dict) -> str:
         adapter = (f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})"
                    if source.get("adapter") else "")
         lines.append(f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}")
+        member = source.get("membership") or {}
+        lines.append("Members and non-members: " + (f"the data's column `{member['column']}` (train / test)"
+                                                     if member.get("source") == "column" else
+                                                     "fedmem's own seeded split of the data, which says nothing "
+                                                     "about what this model was trained on"))
     if source.get("gguf_file"):
         lines.append(_gguf_base(source))
     return "\n\n".join(lines)

@@ -155,3 +155,27 @@ def test_a_local_text_run_builds_its_own_tokenizer_and_reports_truncation(prose,
         assert m["truncated_examples"] == 0 and m["max_seq_len"] > 60
     _, tokenizer, where = base_model(from_dict(d))
     assert len(tokenizer(" License")["input_ids"]) == 1  # built on the prose: a common licence word is one token
+
+
+def test_membership_column_decides_train_test_and_public_rows(prose, tmp_path):
+    """With data.membership_column each client's train rows are drawn from its rows marked train, its test rows
+    from those marked test, the public corpus is the rows marked public, and the ground truth says so; a value
+    outside train / test / public is one line naming the row."""
+    _, rows = prose
+    marks = ["public" if i % 10 == 0 else "test" if i % 4 == 1 else "train" for i in range(len(rows))]
+    path = tmp_path / "marked.jsonl"
+    path.write_text("".join(json.dumps({**r, "seen": m}) + "\n" for r, m in zip(rows, marks)))
+    fd = _load(path, membership_column="seen", train_per_client=30, test_per_client=8)
+    mark = {f"row{i}": m for i, m in enumerate(marks)}
+    assert all(mark[r.id] == "train" for c in fd.clients for r in c.train)
+    assert all(mark[r.id] == "test" for c in fd.clients for r in c.test)
+    assert set(fd.ground_truth["public"]["row_ids"]) == {i for i, m in mark.items() if m == "public"}
+    assert fd.ground_truth["membership"] == {"source": "column", "column": "seen"}
+    assert _load(path).ground_truth["membership"] == {"source": "split", "seed": 0}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps({**r, "seen": "maybe" if i == 7 else m}) + "\n"
+                           for i, (r, m) in enumerate(zip(rows, marks))))
+    with pytest.raises(ValueError, match="row 7 holds 'maybe'"):
+        _load(bad, membership_column="seen", train_per_client=30, test_per_client=8)
+    with pytest.raises(ValueError, match="fewer than data.test_per_client = 60"):
+        _load(path, membership_column="seen", train_per_client=30, test_per_client=60)

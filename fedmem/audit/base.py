@@ -186,6 +186,9 @@ class AuditMethod:
     Config: ClassVar[type] = dict
     title: ClassVar[str] = ""  # the section's heading in the human reports
     panels: ClassVar[tuple[Panel, ...]] = ()  # the run page's plots over rounds
+    # compares the rows a model was trained on with rows it was not: an audit of a model fedmem did not train needs
+    # the data to say which rows those are (data.membership_column)
+    compares_members: ClassVar[bool] = False
 
     def __init__(self, cfg: Any, run: AuditRun):
         self.cfg = cfg

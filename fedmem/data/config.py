@@ -146,6 +146,11 @@ class DataConfig:
     id_column: str | None = option(
         None, "local / hf: the column holding each row's id, used in reports and ground truth (ids must be unique "
         "and non-empty); None = the row number, row<i>")
+    membership_column: str | None = option(
+        None, "local / hf: the column saying what each row is to the model: train (it was trained on the row), test "
+        "(it was not) or public (public text). Each client's train and test rows are then drawn from the rows so "
+        "marked, not split by fedmem; an audit of a model fedmem did not train needs it for the methods that "
+        "compare members with non-members")
     num_clients: int = option(3, "number of clients L")
     train_per_client: int = option(700, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
@@ -234,6 +239,11 @@ class DataConfig:
         if self.source == "synthetic" and self.public:
             raise ValueError("data.public is for data.source=local or hf; the synthetic source makes its own "
                              "public corpus (data.public_size)")
+        if self.membership_column and self.source == "synthetic":
+            raise ValueError("data.membership_column is for data.source=local or hf; the synthetic source splits its "
+                             "own records")
+        if self.membership_column and self.public:
+            raise ValueError("data.membership_column marks the public rows itself (value public): unset data.public")
         if self.public_size < 0:
             raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
         if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
@@ -249,7 +259,7 @@ class DataConfig:
     @property
     def has_public_corpus(self) -> bool:
         """The synthetic source makes one; local and hub data have one unless the share is 0 with no file or column."""
-        return self.source == "synthetic" or bool(self.public) or self.public_share > 0
+        return self.source == "synthetic" or bool(self.public) or self.public_share > 0 or bool(self.membership_column)
 
     def canary_holders(self) -> list[int]:
         return list(range(self.num_clients)) if self.canary_clients is None else list(self.canary_clients)

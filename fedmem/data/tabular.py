@@ -139,6 +139,36 @@ def take_public_share(parts: list[list[int]], names: list[str], data, seed: int)
     return kept, public
 
 
+MEMBERSHIP_VALUES = ("train", "test", "public")
+
+
+def _membership(ds, data, rows: list[int]) -> dict[int, str]:
+    """Each usable row's value in ``data.membership_column`` (train / test / public, any case); another value is an
+    error naming the row."""
+    values = _column(ds, data.membership_column, "data.membership_column")
+    out = {}
+    for i in rows:
+        v = one_line(values[i]).lower()
+        if v not in MEMBERSHIP_VALUES:
+            raise ValueError(f"data.membership_column={data.membership_column!r}: row {i} holds {values[i]!r}; "
+                             f"each row must be one of {', '.join(MEMBERSHIP_VALUES)}")
+        out[i] = v
+    return out
+
+
+def _split_by_membership(rows: list[int], membership: dict[int, str], data, rng, client) -> tuple[list, list]:
+    """A client's train and test rows drawn (seeded) from its rows marked train and test; too few of either is an
+    error naming both numbers."""
+    train = [i for i in rows if membership[i] == "train"]
+    test = [i for i in rows if membership[i] == "test"]
+    for what, have, want, key in (("train", train, data.train_per_client, "data.train_per_client"),
+                                  ("test", test, data.test_per_client, "data.test_per_client")):
+        if len(have) < want:
+            raise ValueError(f"client {client!r} has {len(have)} rows marked {what} in data.membership_column, "
+                             f"fewer than {key} = {want}: lower it")
+    return rng.sample(train, data.train_per_client), rng.sample(test, data.test_per_client)
+
+
 def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> FederatedData:
     """The federated dataset from the task's Hugging Face dataset or from ``data.path``.
 
@@ -170,9 +200,13 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         if not public_rows or not usable:
             raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {n_usable} usable "
                              f"rows as public (true/1/yes/public); both sides must be non-empty")
+    membership = _membership(ds, data, usable) if data.membership_column else None
+    if membership is not None:  # the data says which rows are public
+        public_rows = [i for i in usable if membership[i] == "public"]
+        usable = [i for i in usable if membership[i] != "public"]
     parts, names = _partition(ds, schema, usable, labels, task, data, seed)
     sizes = [len(p) for p in parts]
-    if not data.public and data.public_share > 0:
+    if not data.public and membership is None and data.public_share > 0:
         parts, public_rows = take_public_share(parts, names, data, seed)
 
     def record(i: int, c: int | None) -> Record:
@@ -181,8 +215,11 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
 
     clients, truth_clients = [], []
     for c, rows in enumerate(parts):
-        train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
-                                                 rng_for(seed, "split", c), names[c])
+        if membership is None:
+            train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
+                                                     rng_for(seed, "split", c), names[c])
+        else:
+            train, test = _split_by_membership(rows, membership, data, rng_for(seed, "split", c), names[c])
         clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
         truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
                               "rows_to_public": sizes[c] - len(rows),
@@ -200,6 +237,9 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         "rows": ds.num_rows,
         "rows_dropped_empty": ds.num_rows - n_usable,
         "rows_in_no_client": len(usable) - sum(sizes),
+        # where each row's membership (trained on or not) comes from: the data's own column, or fedmem's split
+        "membership": ({"source": "column", "column": data.membership_column} if membership is not None
+                       else {"source": "split", "seed": seed}),
         "public": {
             "source": ("file" if public_file else "column") if data.public else ("share" if public_rows else None),
             "file": data.public if public_file else None,
