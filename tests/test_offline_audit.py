@@ -152,8 +152,8 @@ def _external_model(tmp_path: Path) -> tuple[Path, Path, Path]:
             if "lora_B" in name:
                 p.normal_(0, 0.05)  # a trained-looking adapter: its B matrices are not zero
     lora.save_pretrained(tmp_path / "adapter")
-    rows = [{"text": t, "reply": "Thank you for the note.", "site": site}
-            for site, seed in (("north", 1), ("south", 2)) for t in texts(40, seed=seed)]
+    rows = [{"text": t, "reply": "Thank you for the note.", "site": site, "seen": "test" if i % 4 == 0 else "train"}
+            for site, seed in (("north", 1), ("south", 2)) for i, t in enumerate(texts(40, seed=seed))]
     data = tmp_path / "records.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp_path / "model", tmp_path / "adapter", data
@@ -175,6 +175,27 @@ def test_external_model_and_adapter_on_local_data(tmp_path, capsys, monkeypatch,
     assert report["audit"]["mr"]["clients"] == [0, 1] and report["audit"]["pa"]["overall"]["audited"] == 12
     md = (tmp_path / out / "round_0" / "report.md").read_text()
     assert f"Audit only: model `{model}`" in md and "adapter" in md
+
+
+def test_membership_comes_from_the_data_when_fedmem_did_not_train_the_model(tmp_path, capsys, monkeypatch, cache_dir):
+    """PEARL compares members with non-members: without the data's membership column an external audit of it is
+    refused before anything is written; with it, the report says where membership came from."""
+    model, adapter, data = _external_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", f"model.path={model}", "task=dialog", "data=local", f"data.path={data}",
+            "data.columns={patient:text,doctor:reply}", "data.client_column=site", *FAST_LOCAL,
+            f"cache_dir={cache_dir}", "audit.methods=[utility,pearl]", "audit.pearl.samples_per_intensity=2"]
+    with pytest.raises(SystemExit) as info:
+        main([*args, "name=no_membership"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "audit.methods ['pearl'] compare" in err and "data.membership_column" in err
+    assert not (tmp_path / "runs").exists()
+    main([*args, "data.membership_column=seen", "name=with_membership"])
+    report = json.loads((tmp_path / "runs" / "with_membership" / "round_0" / "report.json").read_text())
+    assert report["source"]["membership"] == {"source": "column", "column": "seen"}
+    assert report["audit"]["pearl"]["n_members"] > 0 and report["audit"]["pearl"]["n_nonmembers"] > 0
+    md = (tmp_path / "runs" / "with_membership" / "round_0" / "report.md").read_text()
+    assert "the data's column `seen`" in md
 
 
 @pytest.mark.parametrize("args, message", [

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
+from fedmem.audit.calibration import calibrate_threshold
 from fedmem.io import to_jsonable
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
 from fedmem.testing import make_run, memorize, tiny_model, tiny_tokenizer
@@ -86,7 +87,7 @@ def test_memorized_members_are_more_sensitive_than_non_members(audited):
     d = section["distributions"]["gfd"]
     assert d["mean_members"] > d["mean_nonmembers"] and d["auc"] > 0.9
     cal = section["calibration"]
-    assert cal["alpha"] is not None and cal["fpr"] <= cal["fpr_target"] and cal["tpr"] >= 0.75
+    assert cal["alpha"] is not None and cal["tpr"] >= 0.75
     assert section["mia"]["mean_loss_members"] < section["mia"]["mean_loss_nonmembers"]
 
 
@@ -97,7 +98,10 @@ def test_section_structure_and_counts_are_consistent(audited):
     assert section["prompt_roundtrip_exact"] == 1.0
     assert section["mean_prompt_tokens"]["0"] == np.mean([len(s.prompt_ids) for s in method.samples])
     assert section["calibration"]["decision_alpha"] == section["calibration"]["alpha"]  # decide_with=calibrated
-    assert section["mean_changed"]["0"] == 0 and section["mean_changed"]["5"] > section["mean_changed"]["1"] > 0
+    for key in ("mean_changed", "mean_char_change", "mean_word_change"):
+        assert section[key]["0"] == 0 and section[key]["5"] > section[key]["1"] > 0
+    for key in ("mean_char_change", "mean_word_change"):
+        assert all(0 <= v <= 1 for v in section[key].values())
     assert set(section["counts"]) == {"calibrated", "configured", "alpha=0.16", "alpha=0.2", "alpha=0.25"}
     samples = section["samples"]
     for key, c in section["counts"].items():
@@ -106,6 +110,9 @@ def test_section_structure_and_counts_are_consistent(audited):
             assert overall["total"] == N_CLIENTS * N
             assert overall["memorized"] == sum(r[side]["memorized"] for r in c["per_client"])
             assert [r["client"] for r in c["per_client"]] == list(range(N_CLIENTS))
+            if key == "calibrated" and not is_member:  # judged held-out: the false positives of the headline FPR
+                assert overall["memorized"] == section["calibration"]["false_positives"]
+                continue
             flagged = sum(1 for s in samples if s["member"] == is_member and s[method.cfg.score] > c["alpha"])
             assert overall["memorized"] == flagged
     for name in ("gfd", "falloff", "expected_drop"):
@@ -124,9 +131,38 @@ def test_section_structure_and_counts_are_consistent(audited):
         assert 0 <= s["gfd"] <= 1 and s["expected_drop"] >= 0 and len(s["m"]) == 6
     gt = section["ground_truth"]  # the first train sample of each client carries a canary tag
     assert gt["canary_copies=4"]["n"] == N_CLIENTS and gt["plain"]["n"] == N_CLIENTS * (N - 1)
-    assert section["headline"]["tpr"] == section["calibration"]["tpr"]
+    h, cal = section["headline"], section["calibration"]
+    for key in ("tpr", "tpr_ci95", "fpr", "fpr_ci95"):
+        assert h[key] == cal[key]
+    for rates in (h, section["mia"]):
+        for key in ("tpr_ci95", "fpr_ci95"):
+            assert 0 <= rates[key][0] <= rates[key][1] <= 1
     assert section["headline"]["members_flagged"] == section["counts"]["calibrated"]["overall"]["members"]["memorized"]
     assert np.array(section["tables"]["performance"]).shape == (2 * N_CLIENTS * N, 6, 4)
+
+
+def test_reported_fpr_is_measured_on_held_out_non_members(audited):
+    """Recount the headline FPR and TPR by hand from the samples, the halves and each half's alpha: every non-member
+    is judged at the alpha of the half it is not in, and each alpha is the calibration rule on its own half."""
+    method, _, section, _, _ = audited
+    cal, score = section["calibration"], method.cfg.score
+    non = np.array([s[score] for s in section["samples"] if not s["member"]])
+    mem = np.array([s[score] for s in section["samples"] if s["member"]])
+    half = method.half_a
+    assert sorted(cal["halves"]) == [N_CLIENTS * N // 2] * 2 and cal["halves"][0] == half.sum()
+    assert cal["alpha_a"] == calibrate_threshold(non[half], cal["fpr_target"])
+    assert cal["alpha_b"] == calibrate_threshold(non[~half], cal["fpr_target"])
+    fp = int((non[half] > cal["alpha_b"]).sum() + (non[~half] > cal["alpha_a"]).sum())
+    assert cal["false_positives"] == fp and cal["fpr"] == fp / len(non)
+    assert cal["tpr"] == pytest.approx(((mem > cal["alpha_a"]).mean() + (mem > cal["alpha_b"]).mean()) / 2)
+    assert section["counts"]["calibrated"]["held_out_alphas"] == [cal["alpha_a"], cal["alpha_b"]]
+    # the loss attack: the same halves, score = -loss
+    mia, loss = section["mia"], np.array([s["loss"] for s in section["samples"] if not s["member"]])
+    la, lb = mia["loss_thresholds_held_out"]
+    assert mia["fpr"] == ((loss[half] < lb).sum() + (loss[~half] < la).sum()) / len(loss)
+    # each client's non-members are split evenly between the halves
+    clients = np.array([s["client"] for s in section["samples"] if not s["member"]])
+    assert all(half[clients == c].sum() == N // 2 for c in range(N_CLIENTS))
 
 
 def test_render_and_markdown(audited, tmp_path):
@@ -137,7 +173,8 @@ def test_render_and_markdown(audited, tmp_path):
         with open(tmp_path / f, "rb") as fh:
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     md = method.markdown(section)
-    assert "calibrated α" in md and "| members |" in md and "| nonmembers |" in md and "PEARL only" in md
+    assert "held-out FPR" in md and "cross-fitted" in md and "Share of the prefix changed" in md
+    assert "| members |" in md and "| nonmembers |" in md and "PEARL only" in md
 
 
 def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
@@ -168,9 +205,13 @@ def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):
     tok = method.run.tokenizer
     for si, s in enumerate(syn.samples):
         eligible = len(syn.replacer.eligible(s.prefix_text))
-        assert syn.change_counts[si].tolist() == [min(k, eligible) for k in syn.cfg.intensities]
+        assert syn.changes["changed"][si].tolist() == [min(k, eligible) for k in syn.cfg.intensities]
+        for key in ("char_change", "word_change"):
+            assert syn.changes[key][si][0] == 0 and all(0 <= x <= 1 for x in syn.changes[key][si])
+        # a replaced word always differs from the original, so the words differ exactly where words were replaced
+        assert ((syn.changes["word_change"][si] > 0) == (syn.changes["changed"][si] > 0)).all()
         for j, k in enumerate(syn.cfg.intensities):
             text = tok.decode(list(syn.prompts[si][j]), skip_special_tokens=False)
             base = tok.decode(list(s.prompt_ids), skip_special_tokens=False)
             assert (text == base) == (min(k, eligible) == 0)
-    assert syn.change_counts[:, -1].mean() >= 3  # the synthetic prefixes offer several replaceable words
+    assert syn.changes["changed"][:, -1].mean() >= 3  # the synthetic prefixes offer several replaceable words

@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from fedmem.audit.perturb import bitflip, default_replacer, flip_bits, flip_count, sample_rng, synonym
+from fedmem.audit.perturb import (
+    bitflip,
+    change_shares,
+    default_replacer,
+    flip_bits,
+    flip_count,
+    sample_rng,
+    synonym,
+)
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.wordnet import WordNet, WordNetMissing
 from fedmem.testing import make_sample, tiny_tokenizer
@@ -51,6 +59,29 @@ def test_bitflip_is_seeded_and_nested_across_intensities():
         x = np.bitwise_xor(np.frombuffer(raw, np.uint8), np.frombuffer(flip_bits(raw, k, sample_rng(0, "a")), np.uint8))
         positions.append(set(np.flatnonzero(np.unpackbits(x)).tolist()))
     assert all(a < b for a, b in zip(positions, positions[1:]))  # strictly growing, each contains the previous
+
+
+def test_change_shares_by_hand():
+    # "the cat sat" -> "the bat sat": 10 of 11 characters matched, 2 of 3 words
+    assert change_shares("the cat sat", "the bat sat") == pytest.approx((1 / 11, 1 / 3))
+    assert change_shares(TEXT, TEXT) == (0.0, 0.0)
+    assert change_shares("", "") == (0.0, 0.0)
+    assert change_shares("abc def", "") == (1.0, 1.0)
+    # long texts: autojunk would leave the frequent space unmatched and report changes that are not there
+    long = " ".join(TEXT.split()[::-1]) * 3
+    one_letter = long.replace("silence", "silencE", 1)
+    assert change_shares(long, one_letter) == pytest.approx((1 / len(long), 1 / len(long.split())))
+
+
+def test_bitflip_change_shares_grow_with_k_and_are_zero_at_k0():
+    shares = [change_shares(TEXT, bitflip(TEXT, k, sample_rng(0, "a"))) for k in range(6)]
+    chars, words = zip(*shares)
+    assert shares[0] == (0.0, 0.0)
+    assert all(0 <= x <= 1 for x in chars + words)
+    assert all(a < b for a, b in zip(chars, chars[1:]))  # nested flips: more characters differ at every k
+    assert all(a <= b for a, b in zip(words, words[1:])) and words[1] > 0
+    # each flipped bit of ASCII text changes one character at most
+    assert TEXT.isascii() and chars[1] * len(TEXT) <= flip_count(8 * len(TEXT), 1)
 
 
 def test_synonym_replaces_exactly_k_eligible_words_and_keeps_named_entities():

@@ -5,7 +5,15 @@ import pytest
 
 from fedmem.audit.calibration import calibrate_threshold, fpr_curve, histogram, histogram_edges, roc_auc
 from fedmem.audit.performance import ncd, performance, rouge_l
-from fedmem.audit.sensitivity import expected_drop, falloff, gfd, intensity_means, sensitivity_scores
+from fedmem.audit.sensitivity import (
+    SCORES,
+    expected_drop,
+    falloff,
+    gfd,
+    gfd_per_output,
+    intensity_means,
+    sensitivity_scores,
+)
 
 A = (
     "The committee observed a rapid change in the northern region before the meeting ended, and the farmer "
@@ -47,10 +55,14 @@ def test_scores_on_a_hand_made_table():
     assert intensity_means(TOY) == pytest.approx([0.7, 0.45, 0.15])
     assert falloff(TOY) == pytest.approx(0.30)  # max(0.25, 0.30)
     # m_0 - perf over the 8 perturbed outputs: .1 .4 .2 .3 | .6 .5 .6 .5 -> > 0.25: .4 .3 .6 .5 .6 .5 = 6/8
-    assert gfd(TOY, tau_drop=0.25) == pytest.approx(6 / 8)
+    assert gfd_per_output(TOY, tau_drop=0.25) == pytest.approx(6 / 8)
     # > 0.45: .6 .5 .6 .5 = 4/8; > 0.65: none
-    assert gfd(TOY, tau_drop=0.45) == pytest.approx(4 / 8)
-    assert gfd(TOY, tau_drop=0.65) == 0.0
+    assert gfd_per_output(TOY, tau_drop=0.45) == pytest.approx(4 / 8)
+    assert gfd_per_output(TOY, tau_drop=0.65) == 0.0
+    # per perturbed input, m_0 - m_k: .25 .55 -> > 0.1: 2/2; > 0.3: 1/2; > 0.6: none
+    assert gfd(TOY, tau_drop=0.1) == 1.0
+    assert gfd(TOY, tau_drop=0.3) == 0.5
+    assert gfd(TOY, tau_drop=0.6) == 0.0
     assert expected_drop(TOY) == pytest.approx((0.1 + 0.4 + 0.2 + 0.3 + 0.6 + 0.5 + 0.6 + 0.5) / 8)
     # Improvements under perturbation never count as drops.
     up = [[0.2, 0.2], [0.5, 0.9], [0.1, 0.3]]
@@ -61,8 +73,8 @@ def test_scores_on_a_hand_made_table():
 
 
 # PEARL (later version) Table 6 rows: delta(Y_k*), the mean performance at k = 0..5, and the paper's GFD.
-# The paper's GFD was computed from the individual outputs, which the table does not list; here each row is
-# fed as a table whose 10 outputs all equal the mean, so the expected values are recomputed by hand below.
+# The table lists only the means, not the individual outputs; here each row is fed as a table whose 10 outputs
+# all equal the mean (so gfd and gfd_per_output coincide), and the expected values are recomputed by hand below.
 TABLE6 = {
     "#17": [0.42, 0.23, 0.51, 0.18, 0.21, 0.25],
     "#58": [0.32, 0.62, 0.37, 0.35, 0.34, 0.45],
@@ -91,8 +103,35 @@ def test_scores_on_pearl_table6_rows(row):
     s = sensitivity_scores(table, tau_drop=0.2)
     want_falloff, want_gfd, want_drop = EXPECTED6[row]
     assert s["falloff"] == pytest.approx(want_falloff)
-    assert s["gfd"] == pytest.approx(want_gfd)
+    assert s["gfd"] == pytest.approx(want_gfd) and s["gfd_per_output"] == pytest.approx(want_gfd)
     assert s["expected_drop"] == pytest.approx(want_drop)
+    assert tuple(s) == SCORES
+
+
+# GFD (later PEARL, Eq. 3) has one indicator per perturbed input, judged by its mean performance m_k; the
+# per-output form has one per sampled output. 10 outputs per input; m_0 = 0.6 and tau_drop = 0.2.
+SPREAD = [0.33, 0.87] + [0.6] * 8  # mean 0.6, sd about 0.12: one output in ten lies 0.27 below m_0
+DROPPED = [0.3] * 10  # mean 0.3: 0.3 below m_0, every output too
+
+
+def test_gfd_counts_perturbed_inputs_not_outputs():
+    # No true drop: every intensity has the unperturbed input's outputs. The paper's gfd is 0 (m_0 - m_k = 0 for
+    # every k); per output, one output in ten falls below m_0 - tau_drop at every k: 5 of 50.
+    flat = [SPREAD] * 6
+    assert intensity_means(flat) == pytest.approx([0.6] * 6)
+    assert gfd(flat, tau_drop=0.2) == 0.0
+    assert gfd_per_output(flat, tau_drop=0.2) == pytest.approx(5 / 50)
+    # A real drop at k = 2, 4, 5: the paper's gfd is 3/5; per output the noise adds one fail at k = 1 and 3:
+    # 3 x 10 + 2 x 1 = 32 of 50.
+    drop = [SPREAD, SPREAD, DROPPED, SPREAD, DROPPED, DROPPED]
+    assert gfd(drop, tau_drop=0.2) == pytest.approx(3 / 5)
+    assert gfd_per_output(drop, tau_drop=0.2) == pytest.approx(32 / 50)
+    # Without output noise at the unchanged intensities both forms agree: 3 of 5 inputs, 30 of 50 outputs.
+    clean = [SPREAD, [0.6] * 10, DROPPED, [0.6] * 10, DROPPED, DROPPED]
+    assert gfd(clean, tau_drop=0.2) == gfd_per_output(clean, tau_drop=0.2) == pytest.approx(3 / 5)
+    # A drop at every k: both forms are 1.
+    everywhere = [SPREAD] + [DROPPED] * 5
+    assert gfd(everywhere, tau_drop=0.2) == gfd_per_output(everywhere, tau_drop=0.2) == 1.0
 
 
 def test_calibration_picks_the_smallest_threshold_meeting_the_fpr_target():

@@ -6,9 +6,13 @@ Per audited sample x = (prefix p, reference y): perturb p at every intensity k, 
 
 The prompt is MR's (SPEC §3): p in the open user turn, so the model continues the client's text, and y is that
 text's true continuation, the suffix cut to the ``max_new_tokens`` an output can have.
-Members are the audited train samples, non-members the same clients' test samples; the decision threshold
-alpha is calibrated per round on the non-members at a target FPR. A loss-threshold membership-inference
-attack on the same samples is reported beside it (PEARL Table 4 shape).
+Members are the audited train samples, non-members the same clients' test samples. The threshold alpha is
+calibrated per round on the non-members at a target FPR, and its FPR and TPR are reported cross-fitted: the
+non-members are split once per run into two halves (stratified by client), each half calibrates an alpha whose FPR
+is read on the other half, so no reported FPR is measured on the samples that set its threshold; the TPR's
+bootstrap interval recalibrates both alphas in every resample. The per-sample decisions use the alpha calibrated
+on all non-members, the best single threshold. A loss-threshold membership-inference attack on the same samples
+is reported beside it (PEARL Table 4 shape), calibrated the same way.
 
 Cost: all (samples x intensities) prompts go through one batched ``ctx.generate`` call with
 ``num_samples = samples_per_intensity``; ``n`` sets the samples per client and side.
@@ -26,22 +30,29 @@ import numpy as np
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
 from fedmem.audit.calibration import (
     calibrate_threshold,
-    flagged_rate,
+    cross_fitted,
     fpr_curve,
+    held_out_flags,
     histogram,
     histogram_edges,
     roc_auc,
+    split_halves,
 )
 from fedmem.audit.intervals import rate
 from fedmem.audit.performance import performance
-from fedmem.audit.perturb import bitflip, default_replacer, flip_count, sample_rng
+from fedmem.audit.perturb import bitflip, change_shares, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
-from fedmem.audit.sensitivity import intensity_means, sensitivity_scores
+from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
 from fedmem.audit.truth import canary_group
 from fedmem.config import check_fields, option, option_factory, positive
 from fedmem.fmt import count, pct, pct_ci
 from fedmem.io import pyplot, save_figure
 
+# Generator streams of the run seed, apart from each other and from the per-sample perturbation generators.
+SPLIT_STREAM, BOOTSTRAP_STREAM = 1, 2
+# What the per-intensity change figures count: bits or words changed by the perturbation, and the shares of the
+# prefix's characters and whitespace-split words that differ afterwards.
+CHANGES = ("changed", "char_change", "word_change")
 
 
 @dataclass
@@ -62,16 +73,20 @@ class PearlConfig:
         None, "performance: ncd (1 - NCD, completion-style) or rouge_l (summary-style); None = the task's pearl_metric"
     )
     zlib_level: int = option(9, "zlib compression level of the NCD compressor C")
-    score: Literal["gfd", "falloff", "expected_drop"] = option(
-        "gfd", "score that decides: gfd, falloff or expected_drop")
+    score: Literal["gfd", "falloff", "expected_drop", "gfd_per_output"] = option(
+        "gfd", "score that decides: gfd (per perturbed input, PEARL Eq. 3), falloff, expected_drop, or "
+        "gfd_per_output (per sampled output; fires on sampling noise)")
     alpha: float = option(0.2, "decision threshold: memorized when score > alpha (PEARL's 0.2)")
     decide_with: Literal["calibrated", "configured"] = option(
         "calibrated",
-        "threshold of the per-sample decisions and the MIA comparison: calibrated (alpha from the non-members "
+        "threshold of the per-sample decisions and the MIA comparison: calibrated (alpha from all non-members "
         "at fpr_target, falling back to alpha when there are none) or configured (alpha as given)",
     )
-    tau_drop: float = option(0.2, "gfd: an output fails when m_0 - perf > tau_drop (PEARL's tau_b)")
-    fpr_target: float = option(0.05, "calibration: alpha = smallest threshold with non-member FPR <= this")
+    tau_drop: float = option(
+        0.2, "gfd: a perturbed input fails when m_0 - m_k > tau_drop (PEARL's tau_b); gfd_per_output: an output, "
+        "when m_0 - perf > tau_drop")
+    fpr_target: float = option(
+        0.05, "calibration: alpha = smallest threshold with non-member FPR <= this (FPR reported held-out)")
     fixed_alphas: list[float] = option_factory(
         [0.16, 0.2, 0.25], "also report counts at these thresholds (PEARL Table 2)")
     max_new_tokens: int = option(
@@ -111,9 +126,10 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
 class PearlSensitivity(AuditMethod):
     name = "pearl"
     Config = PearlConfig
+    compares_members = True  # calibrated on non-members, read on members
     title = "PEARL perturbation sensitivity"
-    panels = (Panel("PEARL at the calibrated threshold", "rate %", {"tpr": "TPR (members flagged)",
-                                                                    "fpr": "FPR (non-members flagged)"}),)
+    panels = (Panel("PEARL at the calibrated thresholds (cross-fitted)", "rate %", {
+        "tpr": "TPR (members flagged)", "fpr": "FPR (held-out non-members flagged)"}),)
 
     @classmethod
     def samples_needed(cls, cfg: PearlConfig) -> dict[str, int]:
@@ -133,8 +149,11 @@ class PearlSensitivity(AuditMethod):
             default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
         )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
         t0 = time.perf_counter()
-        self.prompts, self.change_counts, self.roundtrip_exact = self._perturbed_prompts()
+        self.prompts, self.changes, self.roundtrip_exact = self._perturbed_prompts()
         self.perturb_s = time.perf_counter() - t0
+        # The calibration halves: fixed per run, like the audited samples.
+        self.half_a = split_halves([s.client for s in self.nonmembers],
+                                   np.random.default_rng([cfg.seed, SPLIT_STREAM]))
 
     # -- perturbation -------------------------------------------------------------------------------------
     def _perturb(self, sample: AuditSample, k: int) -> tuple[str, int]:
@@ -146,21 +165,22 @@ class PearlSensitivity(AuditMethod):
         return text, len(changed)
 
     def _perturbed_prompts(self):
-        """prompts[s][j]: prompt ids of sample s at intensity j (j = 0: the original prompt_ids)."""
+        """(prompts, changes, roundtrip_exact): prompts[s][j] are the prompt ids of sample s at intensity j (j = 0:
+        the original prompt_ids); changes[name][s, j] is what intensity j changed in its prefix (``CHANGES``)."""
         tok = self.run.tokenizer
-        prompts, counts, exact = [], [], []
+        prompts, changes, exact = [], [], []
         for s in self.samples:
             splice = splice_prompt(tok, s.prompt_ids, s.prefix_text, s.id)
             exact.append(splice.roundtrip_exact)
-            row, row_counts = [tuple(s.prompt_ids)], [0]
+            row, row_changes = [tuple(s.prompt_ids)], [(0, 0.0, 0.0)]
             for k in self.cfg.intensities[1:]:
                 text, changed = self._perturb(s, k)
                 row.append(splice.build(tok, text))
-                row_counts.append(changed)
+                row_changes.append((changed, *change_shares(s.prefix_text, text)))
             prompts.append(row)
-            counts.append(row_counts)
-        counts = np.array(counts, dtype=np.float64).reshape(len(self.samples), len(self.cfg.intensities))
-        return prompts, counts, exact
+            changes.append(row_changes)
+        table = np.array(changes, dtype=np.float64).reshape(len(self.samples), len(self.cfg.intensities), len(CHANGES))
+        return prompts, {name: table[:, :, i] for i, name in enumerate(CHANGES)}, exact
 
     # -- the audit ----------------------------------------------------------------------------------------
     @classmethod
@@ -212,35 +232,18 @@ class PearlSensitivity(AuditMethod):
         chosen = np.array([sc[cfg.score] for sc in scores])
         mem_s, non_s = chosen[is_member], chosen[~is_member]
 
-        calibrated = calibrate_threshold(non_s, cfg.fpr_target)
+        held_out = cross_fitted(mem_s, non_s, self.half_a, cfg.fpr_target, self._bootstrap_rng())
+        calibrated = calibrate_threshold(non_s, cfg.fpr_target)  # all non-members: the best single threshold
         use_calibrated = cfg.decide_with == "calibrated" and calibrated is not None
         decision_alpha = calibrated if use_calibrated else cfg.alpha
-        alphas = {"calibrated": calibrated, "configured": cfg.alpha, **{f"alpha={a:g}": a for a in cfg.fixed_alphas}}
-        counts = {}
-        for key, a in alphas.items():
-            if a is None:
-                counts[key] = None
-                continue
-            flags = chosen > a
-            per_client = []
-            for c in self.run.clients:
-                in_c = np.array([s.client == c for s in self.samples], dtype=bool)
-                per_client.append({
-                    "client": c,
-                    "members": _rate(flags[in_c & is_member].tolist()),
-                    "nonmembers": _rate(flags[in_c & ~is_member].tolist()),
-                })
-            counts[key] = {
-                "alpha": a,
-                "overall": {
-                    "members": _rate(flags[is_member].tolist()),
-                    "nonmembers": _rate(flags[~is_member].tolist()),
-                },
-                "per_client": per_client,
-            }
+        counts = {
+            "calibrated": self._calibrated_counts(chosen, is_member, calibrated, held_out),
+            "configured": self._counts(chosen > cfg.alpha, is_member, cfg.alpha),
+            **{f"alpha={a:g}": self._counts(chosen > a, is_member, a) for a in cfg.fixed_alphas},
+        }
 
         distributions = {}
-        for name in ("gfd", "falloff", "expected_drop"):
+        for name in SCORES:
             v = np.array([sc[name] for sc in scores])
             edges = histogram_edges(v, bins=cfg.hist_bins, lo=0.0, hi=1.0)
             distributions[name] = {
@@ -254,16 +257,30 @@ class PearlSensitivity(AuditMethod):
 
         mia = self._mia(loss, is_member, chosen > decision_alpha)
         means = np.array([intensity_means(t) for t in tables]) if len(tables) else np.zeros((0, len(cfg.intensities)))
-        at_cal = (counts.get("calibrated") or {}).get("overall") or {}  # the decision at the calibrated threshold
-        members, nonmembers = at_cal.get("members") or {}, at_cal.get("nonmembers") or {}
+        at_cal = (counts["calibrated"] or {}).get("overall") or {}
+        calibration = {
+            "score": cfg.score,
+            "fpr_target": cfg.fpr_target,
+            "alpha": calibrated,
+            "decision_alpha": decision_alpha,
+            **held_out,
+            "auc": roc_auc(mem_s, non_s),
+            "note": "fpr: false positives of each half of the non-members at the alpha calibrated on the other half "
+            "(alpha_a, alpha_b), over all non-members; tpr: mean of the members' flagged rates at alpha_a and "
+            "alpha_b, its interval a percentile bootstrap over members and both halves that recalibrates both "
+            "alphas. alpha is calibrated on all non-members: the per-sample decisions (samples, ground_truth, truth "
+            "rows, mia.table4) use decision_alpha, so the non-members' rates there are measured in-sample; "
+            "counts.calibrated flags its non-members held-out.",
+        }
         section: dict[str, Any] = {
             "config": {**asdict(cfg), "metric": self.metric},
-            "headline": {  # FPR on the non-members <= fpr_target
-                "tpr": members.get("rate"),
-                "tpr_ci95": members.get("rate_ci95"),
-                "fpr": nonmembers.get("rate"),
+            "headline": {  # cross-fitted: FPR on held-out non-members, TPR at their thresholds
+                "tpr": held_out["tpr"],
+                "tpr_ci95": held_out["tpr_ci95"],
+                "fpr": held_out["fpr"],
+                "fpr_ci95": held_out["fpr_ci95"],
                 "auc": roc_auc(mem_s, non_s),
-                "members_flagged": members.get("memorized"),
+                "members_flagged": (at_cal.get("members") or {}).get("memorized"),  # at alpha, as decided
                 "members": nm,
             },
             "n_members": nm,
@@ -272,22 +289,14 @@ class PearlSensitivity(AuditMethod):
             "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
             "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
                 [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
-            "mean_changed": dict(zip(map(str, cfg.intensities), self.change_counts.mean(axis=0).tolist()))
-            if self.samples else {},
+            **{f"mean_{name}": dict(zip(map(str, cfg.intensities), self.changes[name].mean(axis=0).tolist()))
+               if self.samples else {} for name in CHANGES},
             "mean_performance": {
                 "intensities": list(cfg.intensities),
                 "members": means[is_member].mean(axis=0).tolist() if nm else None,
                 "nonmembers": means[~is_member].mean(axis=0).tolist() if (~is_member).any() else None,
             },
-            "calibration": {
-                "score": cfg.score,
-                "fpr_target": cfg.fpr_target,
-                "alpha": calibrated,
-                "fpr": flagged_rate(non_s, calibrated) if calibrated is not None else None,
-                "tpr": flagged_rate(mem_s, calibrated) if calibrated is not None else None,
-                "auc": roc_auc(mem_s, non_s),
-                "decision_alpha": decision_alpha,
-            },
+            "calibration": calibration,
             "counts": counts,
             "fpr_curve": fpr_curve(mem_s, non_s, [cfg.alpha, *cfg.fixed_alphas]),
             "distributions": distributions,
@@ -311,21 +320,59 @@ class PearlSensitivity(AuditMethod):
         section["mia"].pop("flags")
         return section
 
+    def _bootstrap_rng(self) -> np.random.Generator:
+        """A fresh generator per bootstrap: PEARL's and the loss attack's intervals draw the same resamples."""
+        return np.random.default_rng([self.cfg.seed, BOOTSTRAP_STREAM])
+
+    def _counts(self, flags: np.ndarray, is_member: np.ndarray, alpha: float) -> dict[str, Any]:
+        """Flagged counts and rates of members and non-members at ``alpha``, overall and per client."""
+        per_client = []
+        for c in self.run.clients:
+            in_c = np.array([s.client == c for s in self.samples], dtype=bool)
+            per_client.append({
+                "client": c,
+                "members": _rate(flags[in_c & is_member].tolist()),
+                "nonmembers": _rate(flags[in_c & ~is_member].tolist()),
+            })
+        return {
+            "alpha": alpha,
+            "overall": {"members": _rate(flags[is_member].tolist()), "nonmembers": _rate(flags[~is_member].tolist())},
+            "per_client": per_client,
+        }
+
+    def _calibrated_counts(self, chosen: np.ndarray, is_member: np.ndarray, alpha: float | None,
+                           held_out: dict[str, Any]) -> dict[str, Any] | None:
+        """Counts at the alpha calibrated on all non-members, except that each non-member is judged by the alpha of
+        the half it is not in (``held_out_alphas``): at an alpha it helped set, its flag would be in-sample. None
+        when the non-members cannot be split in two."""
+        if alpha is None or held_out["alpha_a"] is None:
+            return None
+        flags = chosen > alpha
+        flags[~is_member] = held_out_flags(chosen[~is_member], self.half_a, held_out["alpha_a"], held_out["alpha_b"])
+        return {**self._counts(flags, is_member, alpha), "held_out_alphas": [held_out["alpha_a"], held_out["alpha_b"]]}
+
     def _mia(self, loss: np.ndarray, is_member: np.ndarray, pearl_flags: np.ndarray) -> dict[str, Any]:
-        """Loss-threshold attack at the same FPR target: member when loss < threshold. Calibrated on the
-        non-members by the same rule as PEARL, with score = −loss. Table 4 shape: per population the share
-        flagged by MIA, by PEARL, by both, and the four-way counts."""
+        """Loss-threshold attack at the same FPR target: member when loss < threshold, calibrated by the same rule
+        as PEARL with score = −loss: TPR and FPR cross-fitted on the same halves, the per-sample flags (Table 4) at
+        the threshold calibrated on all non-members. Table 4 shape: per population the share flagged by MIA, by
+        PEARL, by both, and the four-way counts."""
         cfg = self.cfg
         score = -loss
         t = calibrate_threshold(score[~is_member], cfg.fpr_target)
+        held_out = cross_fitted(score[is_member], score[~is_member], self.half_a, cfg.fpr_target,
+                                self._bootstrap_rng())
         flags = score > t if t is not None else None
         out: dict[str, Any] = {
             "attack": "loss: mean token NLL of the suffix given the prefix in the open user turn; "
             "member when loss < loss_threshold",
             "fpr_target": cfg.fpr_target,
             "loss_threshold": -t if t is not None else None,
-            "tpr": flagged_rate(score[is_member], t) if t is not None else None,
-            "fpr": flagged_rate(score[~is_member], t) if t is not None else None,
+            "loss_thresholds_held_out": None if held_out["alpha_a"] is None
+            else [-held_out["alpha_a"], -held_out["alpha_b"]],
+            "tpr": held_out["tpr"],
+            "tpr_ci95": held_out["tpr_ci95"],
+            "fpr": held_out["fpr"],
+            "fpr_ci95": held_out["fpr_ci95"],
             "auc": roc_auc(score[is_member], score[~is_member]),
             "mean_loss_members": float(loss[is_member].mean()) if is_member.any() else None,
             "mean_loss_nonmembers": float(loss[~is_member].mean()) if (~is_member).any() else None,
@@ -374,7 +421,8 @@ class PearlSensitivity(AuditMethod):
 
     def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:
         key = section.get("calibration", {}).get("score", "gfd")
-        return [{"tags": s.get("tags") or {}, "split": "train" if s["member"] else "test", "score": s[key],
+        return [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train" if s["member"] else "test",
+                 "score": s[key],
                  "decision": bool(s["memorized"])} for s in section.get("samples", [])]
 
     # -- human report -------------------------------------------------------------------------------------
@@ -428,14 +476,31 @@ class PearlSensitivity(AuditMethod):
         def fmt(x, spec=".3f"):
             return "–" if x is None else format(x, spec)
 
+        def shares(name: str) -> str:
+            return ", ".join(f"k={k}: {pct(v)}" for k, v in section[name].items() if float(k) > 0)
+
         keys = ["calibrated", *[k for k in counts if k.startswith("alpha=")]]
         head = ["side"] + [
-            f"α={fmt(cal['alpha'])} (calibrated)" if k == "calibrated" else k.replace("alpha=", "α=") for k in keys
+            f"α={fmt(cal['alpha'])} (calibrated; non-members held-out)" if k == "calibrated"
+            else k.replace("alpha=", "α=") for k in keys
         ]
         lines = [
             f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
-            f"calibrated α = {fmt(cal['alpha'])} at FPR ≤ {pct(cal['fpr_target'])}: TPR {pct(cal['tpr'])}, "
-            f"ROC AUC {fmt(cal['auc'])}; loss attack TPR {pct(mia['tpr'])}, ROC AUC {fmt(mia['auc'])}.",
+            f"α calibrated at FPR ≤ {pct(cal['fpr_target'])}, cross-fitted: each half of the non-members sets an α "
+            f"({fmt(cal['alpha_a'])}, {fmt(cal['alpha_b'])}) whose FPR is measured on the other half. TPR "
+            f"{pct_ci(cal['tpr'], cal['tpr_ci95'])} at held-out FPR {pct_ci(cal['fpr'], cal['fpr_ci95'])}, ROC AUC "
+            f"{fmt(cal['auc'])}. The TPR interval is a percentile bootstrap ({cal['resamples']} resamples of the "
+            "members and of each half) that recalibrates both α in every resample, so it covers α's own uncertainty; "
+            f"the FPR interval is Wilson's. Loss attack, calibrated the same way: TPR "
+            f"{pct_ci(mia['tpr'], mia.get('tpr_ci95'))} at held-out FPR {pct_ci(mia['fpr'], mia.get('fpr_ci95'))}, "
+            f"ROC AUC {fmt(mia['auc'])}.",
+            "",
+            f"Per-sample decisions use the calibrated α = {fmt(cal['alpha'])} from all non-members (the best single "
+            "threshold), so the non-members' rates in the comparison with the loss attack are in-sample; the table "
+            "judges each non-member at the α of the half it is not in.",
+            "",
+            f"Share of the prefix changed, by intensity: characters {shares('mean_char_change')}; words "
+            f"{shares('mean_word_change')}.",
             "",
             "Samples flagged as memorized (95% Wilson intervals in brackets; every sample's scores and performance "
             "table: `audit.pearl.samples` and `audit.pearl.tables` in report.json):",
@@ -464,8 +529,12 @@ class PearlSensitivity(AuditMethod):
     def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
         h, f = last["headline"], first["headline"]
         if h.get("tpr") is None:
-            return "**PEARL.** No calibrated threshold: too few non-members to calibrate at the FPR target."
-        return (f"**PEARL.** At the threshold calibrated to FPR ≤ {pct(last['calibration']['fpr_target'])} on the "
-                f"non-members, {count(h['members_flagged'], h['members'])} members are flagged: TPR "
-                f"{pct_ci(h['tpr'], h.get('tpr_ci95'))} at FPR {pct(h['fpr'])} (first audited round: TPR "
-                f"{pct(f.get('tpr'))}); ROC AUC {h['auc']:.2f}.")
+            return ("**PEARL.** No cross-fitted rates: no members, or too few non-members (two at least) to "
+                    "calibrate a threshold on each half.")
+        target = pct(last["calibration"]["fpr_target"])
+        return (f"**PEARL.** At thresholds calibrated to FPR ≤ {target} on one half of the non-members and "
+                f"measured on the other (cross-fitted), TPR {pct_ci(h['tpr'], h.get('tpr_ci95'))} "
+                f"at held-out FPR {pct_ci(h['fpr'], h.get('fpr_ci95'))}; the TPR interval (bootstrap) includes the "
+                f"thresholds' own uncertainty (first audited round: TPR {pct(f.get('tpr'))}). At the threshold "
+                f"calibrated on all non-members, {count(h['members_flagged'], h['members'])} members are flagged; "
+                f"ROC AUC {h['auc']:.2f}.")

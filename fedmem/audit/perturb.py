@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 import numpy as np
 
@@ -148,6 +150,22 @@ def default_replacer(wordnet_dir: str | None = None, senses: int = 2) -> Synonym
 def synonym(text: str, k: int, rng: np.random.Generator, replacer: SynonymReplacer | None = None) -> str:
     """Replace exactly k eligible words by WordNet synonyms (all eligible words if there are fewer than k)."""
     return (replacer or default_replacer()).replace(text, k, rng)[0]
+
+
+def changed_share(original: Sequence, perturbed: Sequence) -> float:
+    """1 − matched / len(original): the share of ``original``'s items that difflib matches to nothing in
+    ``perturbed`` (0 for an empty original). autojunk is off: on long sequences it treats frequent items, such as
+    the space among characters, as junk and leaves them unmatched."""
+    if not original:
+        return 0.0
+    blocks = SequenceMatcher(None, original, perturbed, autojunk=False).get_matching_blocks()
+    return 1 - sum(b.size for b in blocks) / len(original)
+
+
+def change_shares(original: str, perturbed: str) -> tuple[float, float]:
+    """(share of characters changed, share of words changed) from ``original`` to ``perturbed``; words are the
+    whitespace-split tokens. What an intensity k does to the text, whichever perturbation made it."""
+    return changed_share(original, perturbed), changed_share(original.split(), perturbed.split())
 
 
 PERTURBATIONS = ("bitflip", "synonym")
