@@ -184,7 +184,8 @@ def test_membership_comes_from_the_data_when_fedmem_did_not_train_the_model(tmp_
     monkeypatch.chdir(tmp_path)
     args = ["audit", f"model.path={model}", "task=dialog", "data=local", f"data.path={data}",
             "data.columns={patient:text,doctor:reply}", "data.client_column=site", *FAST_LOCAL,
-            f"cache_dir={cache_dir}", "audit.methods=[utility,pearl]", "audit.pearl.samples_per_intensity=2"]
+            f"cache_dir={cache_dir}", "audit.methods=[utility,pearl]", "audit.pearl.n=2",
+            "audit.pearl.samples_per_intensity=2"]
     with pytest.raises(SystemExit) as info:
         main([*args, "name=no_membership"])
     err = capsys.readouterr().err
