@@ -6,6 +6,8 @@ Two entry points, both in log space throughout (log-softmax, sums of logs; never
   over the concatenation p + s, right-padded, padding masked; the suffix tokens' log-probabilities are gathered
   and summed. Pairs are sorted by length so batches carry little padding. Shared by every method that needs
   log-probabilities (PA's P(s|p), the perplexity membership comparison, utility loss).
+  :func:`token_stats` runs the same batches and, from the same logits, also keeps per suffix token the mean and
+  standard deviation of log p(z) under the next-token distribution itself (what Min-K%++ normalises by).
 
 - :func:`prior_logprobs` scores *every* combination of c prefixes q_i and S suffixes s_j (Prior-Aware's
   P̂(s) = mean_i P(s | q_i)). Scheme — **prefix KV-cache reuse over blocks of suffixes**:
@@ -43,6 +45,7 @@ An empty suffix has log-probability 0.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -75,6 +78,24 @@ def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     return out.view(shape)
 
 
+def _target_stats(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per position [log p(target), mu, sigma] (last axis), p = softmax(logits): mu = sum_z p(z) log p(z) and
+    sigma^2 = sum_z p(z) (log p(z) - mu)^2, the mean and variance of log p(z) for z drawn from p itself (Min-K%++'s
+    normalisers). Over row chunks, like :func:`_target_logprobs`; the variance is taken about mu rather than as
+    E[(log p)^2] - mu^2, which cancels catastrophically when p is nearly a point mass."""
+    flat, tgt = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    out = torch.empty((tgt.shape[0], 3), dtype=torch.float32, device=logits.device)
+    for i in range(0, flat.shape[0], _HEAD_ROWS):
+        # clamped: a token masked to -inf would make 0 * -inf = nan in the sums below
+        lp = torch.log_softmax(flat[i : i + _HEAD_ROWS].float(), dim=-1).clamp_min(torch.finfo(torch.float32).min)
+        p = lp.exp()
+        mu = (p * lp).sum(-1)
+        out[i : i + _HEAD_ROWS, 0] = lp.gather(-1, tgt[i : i + _HEAD_ROWS, None]).squeeze(-1)
+        out[i : i + _HEAD_ROWS, 1] = mu
+        out[i : i + _HEAD_ROWS, 2] = (p * (lp - mu[:, None]).square()).sum(-1).sqrt()
+    return out.view(*targets.shape, 3)
+
+
 class _eval_mode:
     """Run in eval mode (no dropout), restoring the caller's mode afterwards."""
 
@@ -90,10 +111,10 @@ class _eval_mode:
 
 
 @torch.inference_mode()
-def token_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None
-                   ) -> list[np.ndarray]:
-    """Per-token log P(s_t | p, s_<t) for each pair; result[i] has len(s_i) entries. ``progress(k)``: called after
-    each batch with its number of pairs."""
+def _per_token(model, pairs, batch_size: int, progress: Callable[[int], object] | None, head: Callable,
+               features: tuple[int, ...]) -> list[np.ndarray]:
+    """``head(logits[:, :-1], ids[:, 1:])`` at each pair's suffix positions: result[i] has shape
+    (len(s_i), *features). One forward pass per batch over p + s, right-padded, pairs sorted by length."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if any(len(p) == 0 for p, _ in pairs):
@@ -113,17 +134,42 @@ def token_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int],
                 ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
                 att[row, : len(s)] = 1
             if width < 2:  # only empty suffixes in this batch
-                tok = np.zeros((len(idx), 0))
+                tok = np.zeros((len(idx), 0, *features))
             else:
                 ids, att = ids.to(device), att.to(device)
                 logits = model(input_ids=ids, attention_mask=att).logits
-                tok = _target_logprobs(logits[:, :-1], ids[:, 1:]).cpu().numpy()
+                tok = head(logits[:, :-1], ids[:, 1:]).cpu().numpy()
             for row, i in enumerate(idx):
                 lp, ls = len(pairs[i][0]), len(pairs[i][1])
                 out[i] = tok[row, lp - 1 : lp - 1 + ls].astype(np.float64)
             if progress is not None:
                 progress(len(idx))
     return out  # type: ignore[return-value]
+
+
+def token_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None
+                   ) -> list[np.ndarray]:
+    """Per-token log P(s_t | p, s_<t) for each pair; result[i] has len(s_i) entries. ``progress(k)``: called after
+    each batch with its number of pairs."""
+    return _per_token(model, pairs, batch_size, progress, _target_logprobs, ())
+
+
+@dataclass(frozen=True)
+class TokenStats:
+    """One pair's suffix, per token t: log p(s_t) and the mean ``mu`` and standard deviation ``sigma`` of log p(z)
+    for z drawn from the model's own next-token distribution p(. | p, s_<t) over the whole vocabulary."""
+
+    logp: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+
+
+def token_stats(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None
+                ) -> list[TokenStats]:
+    """:func:`token_logprobs` with Min-K%++'s per-token normalisers, from the same logits of the same one forward
+    pass per batch (``logp`` equals ``token_logprobs``)."""
+    rows = _per_token(model, pairs, batch_size, progress, _target_stats, (3,))
+    return [TokenStats(r[:, 0], r[:, 1], r[:, 2]) for r in rows]
 
 
 def sequence_logprobs(model, pairs, batch_size: int = 32, progress: Callable[[int], object] | None = None

@@ -1,6 +1,6 @@
 """Audit methods. Importing this package registers the built-in methods in ``AUDIT_METHODS``."""
 
-from fedmem.audit import mr, pearl, prior_aware, utility  # noqa: F401
+from fedmem.audit import mia, mr, pearl, prior_aware, utility  # noqa: F401
 from fedmem.audit.base import (  # noqa: F401
     AUDIT_METHODS,
     AuditMethod,

@@ -17,7 +17,7 @@ import numpy as np
 from fedmem.config import Decoding, build_section
 from fedmem.generation import generate_batched
 from fedmem.progress import progress_bar
-from fedmem.scoring import prior_inputs, prior_logprobs, sequence_logprobs
+from fedmem.scoring import TokenStats, prior_inputs, prior_logprobs, sequence_logprobs, token_stats
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ class RoundContext:
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
+    _stats_cache: dict = field(default_factory=dict, repr=False)
+    passes: dict = field(default_factory=dict)  # memoised request kind -> passes it made over the model
 
     def generate(
         self,
@@ -131,6 +133,7 @@ class RoundContext:
                     batch_size=self.generation_batch_size,
                     progress=bar.advance,
                 )
+            self._count("generate")
         return self._gen_cache[key]
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
@@ -140,7 +143,22 @@ class RoundContext:
             with self.progress(len(pairs), "scoring log P(s|p)") as bar:
                 self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size,
                                                         progress=bar.advance)
+            self._count("logprobs")
         return self._lp_cache[key]
+
+    def token_stats(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[TokenStats]:
+        """Per suffix token of each (p, s) pair: log P(s_t | p, s_<t) and the mean and standard deviation of
+        log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised."""
+        key = tuple(pairs)
+        if key not in self._stats_cache:
+            with self.progress(len(pairs), "scoring per-token statistics") as bar:
+                self._stats_cache[key] = token_stats(self.model, pairs, batch_size=self.batch_size,
+                                                     progress=bar.advance)
+            self._count("token_stats")
+        return self._stats_cache[key]
+
+    def _count(self, kind: str) -> None:
+        self.passes[kind] = self.passes.get(kind, 0) + 1
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
@@ -151,6 +169,7 @@ class RoundContext:
             with self.progress(len(rows) * len(cols), "scoring prior log P(s|q)") as bar:
                 self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size,
                                                         progress=bar.advance)
+            self._count("prior_logprobs")
         return self._prior_cache[key]
 
     def decode(self, ids: list[int]) -> str:
@@ -222,9 +241,16 @@ class AuditMethod:
         raise NotImplementedError
 
     def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:
-        """Per-sample ``{"tags", "split", "score", "decision"}`` of a section, for scoring against the synthetic
-        ground truth (``fedmem.audit.truth``); empty for methods that decide nothing per sample."""
+        """Per-sample ``{"id", "tags", "split", "score", "decision"}`` of a section (score: higher means more
+        memorized), for scoring against the synthetic ground truth (``fedmem.audit.truth``); empty for methods that
+        decide nothing per sample."""
         return []
+
+    def verdicts(self, section: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """``{label: rows like truth_rows'}``: the per-sample decisions this method sets beside the other methods'
+        (``fedmem.audit.agreement``); a method with several decision rules (attacks) gives one set each."""
+        rows = self.truth_rows(section)
+        return {self.name: rows} if rows else {}
 
     def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
         """Write plots for the human report; return (title, file name relative to out_dir) pairs."""

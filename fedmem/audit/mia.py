@@ -1,0 +1,451 @@
+"""Membership-inference baselines: LOSS, zlib, Min-K%, Min-K%++ and a reference model, as one audit method.
+
+Members are each client's audited train samples, non-members the same clients' test samples (never trained on).
+Every sample is scored on its suffix s, cut to ``suffix_len`` tokens (fixed, as Prior-Aware's: every attack then
+compares suffixes of one length; a sample with a shorter suffix is skipped), given its prompt context, the chat
+template's open user turn holding the prefix (what every method scores). With L(s) = -(1/T) sum_t log p(s_t | p, s_<t),
+the mean token negative log-likelihood over the T suffix tokens, each attack as its paper defines it:
+
+- ``loss`` (Yeom et al. 2018, "Privacy Risk in Machine Learning: Analyzing the Connection to Overfitting"): L(s);
+  member when low.
+- ``zlib`` (Carlini et al. 2021, "Extracting Training Data from Large Language Models"): the paper's ratio of the
+  log-perplexity to the zlib entropy, L(s) / z(s), z(s) the length in bytes of the suffix text's UTF-8 encoding
+  compressed by zlib at its default level (the paper's code and mimir's); member when low: the model predicts the
+  text better than its compressibility explains.
+- ``min_k`` (Shi et al. 2024, "Detecting Pretraining Data from Large Language Models"): the mean of the k% lowest
+  token log-probabilities log p(s_t); member when high (a member has few very surprising tokens).
+- ``min_k_pp`` (Zhang et al. 2024, "Min-K%++: Improved Baseline for Detecting Pre-Training Data from Large Language
+  Models"): per token (log p(s_t) - mu_t) / sigma_t, mu_t and sigma_t the mean and standard deviation of log p(z) for
+  z drawn from the model's own next-token distribution p(. | p, s_<t) over the whole vocabulary; then the mean of
+  the k% lowest; member when high. A token whose distribution is a point mass (sigma_t = 0) scores 0.
+- ``ref`` (the reference-model attack: Carlini et al. 2021's comparison with a second model, Carlini et al. 2022,
+  "Membership Inference Attacks From First Principles", and mimir's ``ref``): L_target(s) - L_ref(s), the log of the
+  ratio of the two perplexities; member when low: the audited model finds the text easier than the reference does.
+  In federated fine-tuning the natural reference is the base every client starts from (``reference: base``): the
+  audited LoRA model with its adapters disabled (peft's ``disable_adapter``), no second model in memory; where the
+  audited model has no adapters (an external model audited without ``model.adapter``) that pass would be the
+  target itself, and the attack is reported as undefined (None). ``reference: <dir>`` loads a local Hugging Face
+  model sharing the audited model's tokenizer. The reference never changes during a run, so its pass runs once per
+  run and is kept on the method.
+
+"The k% lowest" are the floor(k/100 T) lowest tokens, at least one (the papers' code).
+
+All attacks share ONE teacher-forced pass of the audited model per round (``RoundContext.token_stats``: the token
+log-probabilities and Min-K%++'s mu_t and sigma_t from the same logits). The per-sample scores are the statistics
+above; each attack's membership score is the statistic, negated where members score low, so that a higher
+membership score means "member" everywhere below.
+
+Per attack, pooled over clients and per client: ROC AUC with a 95% percentile-bootstrap interval (members and
+non-members resampled separately, seeded; the same resamples for every attack, so their intervals are comparable),
+and the TPR at 1% and 5% FPR: the threshold is the smallest membership score flagging at most that share of the
+non-members (set on them: the ROC curve's point, as the papers report it). With n non-members the FPR moves in
+steps of 1/n, so a target below 1/n is met only at FPR 0, the threshold being the highest non-member score.
+
+The rates are over a draw of each client's pool, canaries aside (planted, repeated secrets would make the members
+look more memorized than a random training sample); on the synthetic source the planted canaries are scored in the
+same pass beside it, for the ground truth only.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from scipy.stats import rankdata
+
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
+from fedmem.audit.calibration import calibrate_threshold, roc_auc
+from fedmem.config import check_fields, option, positive
+from fedmem.fmt import pct
+from fedmem.scoring import TokenStats, token_logprobs
+
+Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref"]
+ATTACKS: tuple[str, ...] = typing.get_args(Attack)
+LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "Min-K%", "min_k_pp": "Min-K%++", "ref": "reference"}
+# +1: members score high on the statistic; -1: low (the membership score is the statistic times this)
+ORIENTATION = {"loss": -1, "zlib": -1, "min_k": 1, "min_k_pp": 1, "ref": -1}
+FPRS = {"1pct": 0.01, "5pct": 0.05}  # the FPR targets of the TPR figures, by key suffix
+DECISION_FPR = "5pct"  # the per-sample decisions (truth rows) use this threshold
+BOOTSTRAP_STREAM = 3  # a generator stream of the seed, apart from other methods' draws
+
+
+@dataclass
+class MiaConfig:
+    """audit.mia: membership-inference baselines (LOSS, zlib, Min-K%, Min-K%++, reference model)."""
+
+    n: int = option(32, "train samples (members) and test samples (non-members) per client; a sample whose suffix "
+                        "is shorter than suffix_len is skipped, and canaries are scored beside the draw")
+    suffix_len: int = option(64, "suffix tokens scored after each prefix: fixed, so every attack compares suffixes "
+                                 "of one length")
+    k: float = option(20.0, "Min-K% and Min-K%++: the percentage of a suffix's lowest-scoring tokens averaged")
+    reference: str = option(
+        "base", "the ref attack's reference model: base (the audited LoRA model with its adapters disabled, the "
+                "weights every client starts from) or a local Hugging Face model directory with the same tokenizer")
+    decide_with: Attack = option("loss", "the attack whose 5%-FPR threshold makes the per-sample decisions scored "
+                                         "against the ground truth")
+    resamples: int = option(1000, "bootstrap resamples of the ROC AUC's 95% interval")
+    seed: int | None = option(None, "seed of the bootstrap; null: the run's seed")
+
+    def __post_init__(self):
+        check_fields(self, "audit.mia")
+        positive(self, "audit.mia", "n", "suffix_len", "resamples")
+        if not 0 < self.k <= 100:
+            raise ValueError(f"audit.mia.k is a percentage and must be in (0, 100], got {self.k}")
+        if not self.reference.strip():
+            raise ValueError("audit.mia.reference must be base or a model directory, got an empty string")
+
+
+# ---------------------------------------------------------------- the attacks (pure functions of one suffix)
+
+
+def mean_nll(logp: np.ndarray) -> float:
+    """L(s): the mean token negative log-likelihood (natural log), LOSS's statistic."""
+    return float(-np.mean(logp))
+
+
+def zlib_bytes(text: str) -> int:
+    """z(s): the length in bytes of the text's UTF-8 encoding compressed by zlib (default level)."""
+    return len(zlib.compress(text.encode("utf-8")))
+
+
+def zlib_ratio(logp: np.ndarray, compressed: int) -> float:
+    """The log-perplexity over the zlib entropy: L(s) / z(s)."""
+    return mean_nll(logp) / compressed
+
+
+def lowest_mean(values: np.ndarray, k: float) -> float:
+    """The mean of the floor(k/100 T) lowest of T values, at least one."""
+    count = max(1, int(len(values) * k / 100))
+    return float(np.sort(values)[:count].mean())
+
+
+def min_k_pp_tokens(logp: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """(log p(s_t) - mu_t) / sigma_t per token; 0 where the next-token distribution is a point mass (sigma_t = 0)."""
+    safe = np.where(sigma > 0, sigma, 1.0)
+    return np.where(sigma > 0, (logp - mu) / safe, 0.0)
+
+
+def reference_difference(logp: np.ndarray, logp_ref: np.ndarray) -> float:
+    """L_target(s) - L_ref(s): the log of the ratio of the target's perplexity to the reference's."""
+    return mean_nll(logp) - mean_nll(logp_ref)
+
+
+def statistics(stats: TokenStats, compressed: int, k: float, logp_ref: np.ndarray | None) -> dict[str, float | None]:
+    """Every attack's statistic for one suffix; ``ref`` is None without a reference pass."""
+    return {
+        "loss": mean_nll(stats.logp),
+        "zlib": zlib_ratio(stats.logp, compressed),
+        "min_k": lowest_mean(stats.logp, k),
+        "min_k_pp": lowest_mean(min_k_pp_tokens(stats.logp, stats.mu, stats.sigma), k),
+        "ref": None if logp_ref is None else reference_difference(stats.logp, logp_ref),
+    }
+
+
+# ---------------------------------------------------------------- evaluation: ROC AUC, its interval, TPR at low FPR
+
+
+def bootstrap_indices(n_members: int, n_nonmembers: int, rng: np.random.Generator, resamples: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Resampled positions [resamples, n] of the members and, separately, of the non-members (with replacement)."""
+    return (rng.integers(n_members, size=(resamples, n_members)),
+            rng.integers(n_nonmembers, size=(resamples, n_nonmembers)))
+
+
+def bootstrap_auc_ci95(members: np.ndarray, nonmembers: np.ndarray, idx_m: np.ndarray, idx_n: np.ndarray
+                       ) -> list[float]:
+    """Percentile 95% interval of the ROC AUC over the resamples ``idx_m``, ``idx_n``. Each resample's AUC is the
+    Mann-Whitney statistic from midranks (a tie counts one half: ``roc_auc``'s value), O(n log n) per resample."""
+    m, n = members[idx_m], nonmembers[idx_n]
+    ranks = rankdata(np.concatenate([m, n], axis=1), axis=1)
+    n_m, n_n = m.shape[1], n.shape[1]
+    auc = (ranks[:, :n_m].sum(axis=1) - n_m * (n_m + 1) / 2) / (n_m * n_n)
+    return np.percentile(auc, [2.5, 97.5]).tolist()
+
+
+def evaluate(members: np.ndarray, nonmembers: np.ndarray, resampled: tuple[np.ndarray, np.ndarray] | None) -> dict:
+    """ROC AUC with its bootstrap interval, and per FPR target the threshold, the FPR it reaches on the
+    non-members and the TPR: None where the side they need is empty. Scores are membership scores (higher =
+    member)."""
+    out: dict = {"auc": roc_auc(members, nonmembers), "auc_ci95": None}
+    if out["auc"] is not None and resampled is not None:
+        out["auc_ci95"] = bootstrap_auc_ci95(members, nonmembers, *resampled)
+    for key, target in FPRS.items():
+        t = calibrate_threshold(nonmembers, target)
+        out[f"threshold_at_{key}_fpr"] = t
+        out[f"fpr_at_{key}_threshold"] = None if t is None else float(np.mean(nonmembers > t))
+        out[f"tpr_at_{key}_fpr"] = None if t is None or not members.size else float(np.mean(members > t))
+    return out
+
+
+def undefined_evaluation() -> dict:
+    """The figures of an attack that cannot be computed (no reference pass), all None."""
+    return {"auc": None, "auc_ci95": None, **{name: None for key in FPRS for name in (
+        f"threshold_at_{key}_fpr", f"fpr_at_{key}_threshold", f"tpr_at_{key}_fpr")}}
+
+
+# ---------------------------------------------------------------- which samples
+
+
+def select(samples: list[AuditSample], n: int, suffix_len: int) -> tuple[list[AuditSample], list[AuditSample], int]:
+    """(the draw, the planted canaries beside it, the samples passed over for a short suffix) of one client's pool:
+    the draw is the first n samples with at least ``suffix_len`` suffix tokens in the pool's seeded order, canaries
+    left out."""
+    draw, canaries, short = [], [], 0
+    for s in samples:
+        if "canary" in s.tags:
+            if len(s.suffix_ids) >= suffix_len:
+                canaries.append(s)
+        elif len(draw) < n:
+            if len(s.suffix_ids) >= suffix_len:
+                draw.append(s)
+            else:
+                short += 1
+    return draw, canaries, short
+
+
+# ---------------------------------------------------------------- the audit method
+
+
+@register
+class MembershipInference(AuditMethod):
+    name = "mia"
+    compares_members = True  # members against non-members of the same clients
+    Config = MiaConfig
+    title = "Membership inference (LOSS, zlib, Min-K%, Min-K%++, reference)"
+    panels = (Panel("Membership inference: ROC AUC, members vs non-members", "ROC AUC",
+                    {f"{a}_auc": LABELS[a] for a in ATTACKS}, percent=False),)
+
+    @classmethod
+    def samples_needed(cls, cfg: MiaConfig) -> dict[str, int]:
+        return {"train": cfg.n, "test": cfg.n}
+
+    @classmethod
+    def work(cls, cfg: MiaConfig, clients: int) -> str:
+        return (f"one teacher-forced pass over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the "
+                f"reference model's pass once per run")
+
+    @classmethod
+    def preflight(cls, cfg: MiaConfig) -> None:
+        if cfg.reference != "base" and not (Path(cfg.reference).expanduser() / "config.json").is_file():
+            raise ValueError(f"audit.mia.reference={cfg.reference}: not a Hugging Face model directory "
+                             "(no config.json); use base or a local model directory")
+
+    def __init__(self, cfg: MiaConfig, run: AuditRun):
+        super().__init__(cfg, run)
+        self.samples, self.drawn, self.short = [], [], {"train": 0, "test": 0}
+        for split, pool in (("train", run.train), ("test", run.test)):
+            for c in run.clients:
+                draw, canaries, short = select(pool.get(c, []), cfg.n, cfg.suffix_len)
+                self.samples += draw + canaries
+                self.drawn += [True] * len(draw) + [False] * len(canaries)
+                self.short[split] += short
+        self.drawn = np.array(self.drawn, dtype=bool)
+        self.is_member = np.array([s.split == "train" for s in self.samples], dtype=bool)
+        self.clients = np.array([s.client for s in self.samples])
+        # fixed per run: the scored pairs and the compressed length of each suffix's text
+        self.pairs = [(tuple(s.prompt_ids), tuple(s.suffix_ids[: cfg.suffix_len])) for s in self.samples]
+        self.compressed = [zlib_bytes(run.tokenizer.decode(list(sfx))) for _, sfx in self.pairs]
+        self.tags = {s.id: s.tags for s in self.samples}
+        self.seed = run.seed if cfg.seed is None else cfg.seed
+        if cfg.reference != "base":
+            self._check_reference_tokenizer()
+        self._reference: list[np.ndarray] | None = None  # the reference's token log-probabilities, once per run
+        self._reference_note: str | None = None
+        self._reference_done = False
+
+    def _check_reference_tokenizer(self) -> None:
+        """A reference model scores the same token ids only with the same vocabulary: checked now, before
+        training."""
+        from transformers import AutoTokenizer
+
+        ref = AutoTokenizer.from_pretrained(str(Path(self.cfg.reference).expanduser()))
+        if ref.get_vocab() != self.run.tokenizer.get_vocab():
+            raise ValueError(f"audit.mia.reference={self.cfg.reference}: its tokenizer differs from the audited "
+                             "model's, so it cannot score the same token ids")
+
+    # -- the reference pass, once per run
+    def _reference_pass(self, ctx: RoundContext) -> tuple[list[np.ndarray] | None, int]:
+        """(the reference's token log-probabilities of every pair or None, the passes this call made)."""
+        if self._reference_done:
+            return self._reference, 0
+        self._reference_done = True
+        if self.cfg.reference == "base":
+            from peft import PeftModel
+
+            if not isinstance(ctx.model, PeftModel):
+                self._reference_note = ("The audited model has no LoRA adapters, so its base is the model itself: "
+                                        "the reference attack is undefined (set audit.mia.reference to a model "
+                                        "directory).")
+                return None, 0
+            with ctx.model.disable_adapter(), ctx.progress(len(self.pairs), "scoring the base (reference)") as bar:
+                self._reference = token_logprobs(ctx.model, self.pairs, ctx.batch_size, bar.advance)
+        else:
+            self._reference = self._score_reference_dir(ctx)
+        return self._reference, 1
+
+    def _score_reference_dir(self, ctx: RoundContext) -> list[np.ndarray]:
+        """The reference directory's model, loaded beside the audited one for this one pass, then released."""
+        from transformers import AutoModelForCausalLM
+
+        like = next(ctx.model.parameters())
+        model = AutoModelForCausalLM.from_pretrained(str(Path(self.cfg.reference).expanduser()), dtype=like.dtype)
+        model = model.to(like.device).eval()
+        try:
+            with ctx.progress(len(self.pairs), "scoring the reference model") as bar:
+                return token_logprobs(model, self.pairs, ctx.batch_size, bar.advance)
+        finally:
+            del model
+
+    # -- per round
+    def audit(self, ctx: RoundContext) -> dict:
+        before = ctx.passes.get("token_stats", 0)
+        t0 = time.perf_counter()
+        stats = ctx.token_stats(self.pairs) if self.pairs else []
+        t1 = time.perf_counter()
+        reference, reference_passes = self._reference_pass(ctx) if self.pairs else (None, 0)
+        t2 = time.perf_counter()
+        rows = [statistics(st, z, self.cfg.k, None if reference is None else reference[i])
+                for i, (st, z) in enumerate(zip(stats, self.compressed))]
+        section = self._report(rows, defined=reference is not None)
+        section["seconds"] = {  # moved by the auditor to the report's timings
+            "target_pass": round(t1 - t0, 4),
+            "reference_pass": round(t2 - t1, 4),
+            "attacks": round(time.perf_counter() - t2, 4),
+            "target_passes": ctx.passes.get("token_stats", 0) - before,
+            "reference_passes": reference_passes,
+        }
+        return section
+
+    def _membership(self, rows: list[dict], attack: str) -> np.ndarray:
+        """The attack's membership scores (higher = member) of every sample."""
+        return ORIENTATION[attack] * np.array([r[attack] for r in rows], dtype=np.float64)
+
+    def _evaluate(self, rows: list[dict], defined: bool) -> tuple[dict, list[dict]]:
+        """(pooled figures per attack, per-client figures): over the draw, members against non-members, every
+        attack on the same bootstrap resamples of a group."""
+        groups = [("all", self.drawn)] + [(c, self.drawn & (self.clients == c)) for c in self.run.clients]
+        out = {}
+        for key, mask in groups:
+            m, n = mask & self.is_member, mask & ~self.is_member
+            resampled = None
+            if m.any() and n.any():
+                rng = np.random.default_rng([self.seed, BOOTSTRAP_STREAM, *([] if key == "all" else [1, key])])
+                resampled = bootstrap_indices(int(m.sum()), int(n.sum()), rng, self.cfg.resamples)
+            figures = {}
+            for a in ATTACKS:
+                if a == "ref" and not defined:
+                    figures[a] = undefined_evaluation()
+                    continue
+                score = self._membership(rows, a) if rows else np.zeros(0)
+                figures[a] = evaluate(score[m], score[n], resampled)
+            out[key] = {"members": int(m.sum()), "nonmembers": int(n.sum()), "attacks": figures}
+        pooled = out.pop("all")
+        return pooled, [{"client": c, **v} for c, v in out.items()]
+
+    def _report(self, rows: list[dict], defined: bool) -> dict:
+        cfg = self.cfg
+        pooled, per_client = self._evaluate(rows, defined)
+        headline: dict = {"members": pooled["members"], "nonmembers": pooled["nonmembers"]}
+        for a in ATTACKS:
+            f = pooled["attacks"][a]
+            headline |= {f"{a}_auc": f["auc"], f"{a}_auc_ci95": f["auc_ci95"],
+                         **{f"{a}_tpr_at_{key}_fpr": f[f"tpr_at_{key}_fpr"] for key in FPRS}}
+        section = {
+            "config": {**asdict(cfg), "seed": self.seed},
+            "headline": headline,
+            "attacks": {a: {"label": LABELS[a], "member_when": "high" if ORIENTATION[a] > 0 else "low",
+                            "defined": a != "ref" or defined, **pooled["attacks"][a]} for a in ATTACKS},
+            "per_client": per_client,
+            "skipped_short_suffix": dict(self.short),
+            "samples": [
+                {"id": s.id, "client": s.client, "split": s.split, "drawn": bool(self.drawn[i]),
+                 **r}  # unrounded: the truth rows compare them with thresholds that are such scores
+                for i, (s, r) in enumerate(zip(self.samples, rows))
+            ],
+        }
+        notes = [self._reference_note] if not defined and self._reference_note else []
+        n_non = pooled["nonmembers"]
+        unreachable = [f"{100 * f:g}%" for f in FPRS.values() if n_non and f < 1 / n_non]
+        if unreachable:
+            notes.append(f"With {n_non} non-members the FPR moves in steps of {pct(1 / n_non)}: the "
+                         f"{' and '.join(unreachable)} FPR target{'s are' if len(unreachable) > 1 else ' is'} met only "
+                         "at FPR 0 (the threshold is the highest non-member score).")
+        if notes:
+            section["note"] = " ".join(notes)
+        return section
+
+    # -- the ground truth and the reports
+    def _decisions(self, section: dict, attack: str) -> list[dict]:
+        """Every scored sample flagged by ``attack`` at its 5%-FPR threshold (score: the membership score); empty
+        when the attack has no threshold (undefined, or no non-members)."""
+        threshold = (section.get("attacks", {}).get(attack) or {}).get(f"threshold_at_{DECISION_FPR}_fpr")
+        if threshold is None:
+            return []
+        rows = []
+        for s in section.get("samples", []):
+            score = ORIENTATION[attack] * s[attack]
+            rows.append({"id": s["id"], "tags": self.tags.get(s["id"], {}), "split": s["split"], "score": score,
+                         "decision": bool(score > threshold)})
+        return rows
+
+    def truth_rows(self, section: dict) -> list[dict]:
+        return self._decisions(section, self.cfg.decide_with)
+
+    def verdicts(self, section: dict) -> dict[str, list[dict]]:
+        """One verdict set per attack, each at its own 5%-FPR threshold."""
+        sets = {f"{self.name}_{a}": self._decisions(section, a) for a in ATTACKS}
+        return {label: rows for label, rows in sets.items() if rows}
+
+    def markdown(self, section: dict) -> str:
+        h, cfg = section["headline"], section["config"]
+
+        def auc(f: dict) -> str:
+            if f["auc"] is None:
+                return "n/a"
+            ci = f["auc_ci95"]
+            return f"{f['auc']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+        lines = [
+            f"{h['members']} members (train) against {h['nonmembers']} non-members (test), each scored on its first "
+            f"{cfg['suffix_len']} suffix tokens after the prefix; Min-K% and Min-K%++ average the {cfg['k']:g}% "
+            f"lowest tokens; reference: {cfg['reference']}. AUC intervals: percentile bootstrap "
+            f"({cfg['resamples']} resamples). TPR at an FPR: threshold set on the non-members (the ROC curve's point).",
+            "",
+            "| attack | member when | ROC AUC [95% CI] | TPR @ 1% FPR | TPR @ 5% FPR |",
+            "|---|---|---|---|---|",
+        ]
+        for a, f in section["attacks"].items():
+            lines.append(f"| {f['label']} | {f['member_when']} | {auc(f)} | {pct(f['tpr_at_1pct_fpr'])} | "
+                         f"{pct(f['tpr_at_5pct_fpr'])} |")
+        names = self.run.client_names
+        lines += ["", "ROC AUC per client:", "",
+                  "| client | members | non-members | " + " | ".join(LABELS[a] for a in ATTACKS) + " |",
+                  "|---" * (len(ATTACKS) + 3) + "|"]
+        for v in section["per_client"]:
+            lines.append(f"| {names.get(v['client'], v['client'])} | {v['members']} | {v['nonmembers']} | "
+                         + " | ".join(auc(v["attacks"][a]) for a in ATTACKS) + " |")
+        skipped = section["skipped_short_suffix"]
+        if skipped["train"] or skipped["test"]:
+            lines += ["", f"Passed over for a suffix shorter than {cfg['suffix_len']} tokens: {skipped['train']} "
+                          f"train and {skipped['test']} test samples."]
+        if section.get("note"):
+            lines += ["", section["note"]]
+        return "\n".join(lines)
+
+    def summary(self, first: dict, last: dict) -> str:
+        h, f = last["headline"], first["headline"]
+        defined = [a for a in ATTACKS if h.get(f"{a}_auc") is not None]
+        if not defined:
+            return "**Membership inference.** No AUC: too few members or non-members."
+        best = max(defined, key=lambda a: h[f"{a}_auc"])
+        aucs = ", ".join(f"{LABELS[a]} {h[f'{a}_auc']:.2f}" for a in defined)
+        was = f.get(f"{best}_auc")
+        return (f"**Membership inference.** ROC AUC of members against non-members: {aucs}. The strongest, "
+                f"{LABELS[best]}, flags {pct(h[f'{best}_tpr_at_1pct_fpr'])} of the members at 1% FPR and "
+                f"{pct(h[f'{best}_tpr_at_5pct_fpr'])} at 5% (first audited round: AUC "
+                f"{'n/a' if was is None else f'{was:.2f}'}).")

@@ -1,0 +1,339 @@
+"""The membership-inference baselines: each attack on hand-made numbers, Min-K%++'s normalisers against the logits,
+and the audit method on a real tiny model whose LoRA adapters memorized the members."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
+from fedmem.audit.calibration import roc_auc
+from fedmem.audit.mia import (
+    ATTACKS,
+    MembershipInference,
+    MiaConfig,
+    bootstrap_auc_ci95,
+    evaluate,
+    lowest_mean,
+    mean_nll,
+    min_k_pp_tokens,
+    reference_difference,
+    select,
+    statistics,
+    zlib_bytes,
+    zlib_ratio,
+)
+from fedmem.config import ModelConfig
+from fedmem.io import to_jsonable
+from fedmem.model.load import wrap_lora
+from fedmem.scoring import TokenStats, token_logprobs, token_stats
+from fedmem.testing import make_run, make_sample, memorize, texts, tiny_model, tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+N_CLIENTS, N, SUFFIX = 3, 16, 24  # 48 members against 48 non-members
+LORA = ModelConfig(lora_r=16, lora_alpha=32, lora_dropout=0.0,
+                   target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                   "lm_head"])
+
+
+# ---------------------------------------------------------------- the attacks on hand-made numbers
+
+
+def test_loss_is_the_mean_token_negative_log_likelihood():
+    logp = np.log([0.5, 0.25])
+    assert mean_nll(logp) == pytest.approx((math.log(2) + math.log(4)) / 2)
+
+
+def test_zlib_ratio_divides_the_log_perplexity_by_the_compressed_bytes():
+    # an empty zlib stream: a 2-byte header, the final empty fixed-Huffman block (2 bytes), the 4-byte Adler-32
+    assert zlib_bytes("") == 8
+    assert zlib_bytes("héllo") == len(zlib.compress("héllo".encode("utf-8")))  # UTF-8 bytes, not characters
+    logp = np.log([0.5, 0.25, 0.125])
+    assert zlib_ratio(logp, 8) == pytest.approx((math.log(2) + math.log(4) + math.log(8)) / 3 / 8)
+
+
+def test_min_k_averages_the_lowest_20_percent_of_ten_tokens():
+    logp = np.array([-0.1, -3.0, -0.2, -0.3, -5.0, -0.4, -0.5, -0.6, -0.7, -0.8])
+    assert lowest_mean(logp, 20) == pytest.approx((-5.0 + -3.0) / 2)  # floor(0.2 * 10) = 2 tokens
+    assert lowest_mean(logp, 5) == pytest.approx(-5.0)  # floor(0.5) = 0: at least one token
+    assert lowest_mean(logp, 100) == pytest.approx(logp.mean())
+
+
+def test_min_k_pp_normalises_each_token_by_mu_and_sigma_then_takes_the_lowest():
+    logp = np.array([-1.0, -2.0, -3.0, -4.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0])
+    mu = np.array([-1.0, -1.0, -1.0, -1.0, -2.0, -2.0, -2.0, -2.0, -2.0, -1.0])
+    sigma = np.array([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+    z = min_k_pp_tokens(logp, mu, sigma)
+    np.testing.assert_allclose(z, [0.0, -2.0, -1.0, -3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0])  # sigma = 0: scored 0
+    assert lowest_mean(z, 20) == pytest.approx((-3.0 + -2.0) / 2)
+
+
+def test_reference_attack_is_the_difference_of_mean_losses():
+    target, ref = np.log([0.5, 0.5]), np.log([0.25, 0.125])
+    assert reference_difference(target, ref) == pytest.approx(math.log(2) - (math.log(4) + math.log(8)) / 2)
+    stats = TokenStats(target, np.array([-1.0, -1.0]), np.array([1.0, 1.0]))
+    row = statistics(stats, 10, 50, ref)
+    assert row["ref"] == pytest.approx(reference_difference(target, ref))
+    assert statistics(stats, 10, 50, None)["ref"] is None
+
+
+def test_bootstrap_auc_equals_roc_auc_on_the_identity_resample_ties_included():
+    rng = np.random.default_rng(0)
+    m, n = rng.integers(0, 5, 13).astype(float), rng.integers(0, 5, 9).astype(float)  # many ties
+    identity = (np.arange(m.size)[None, :], np.arange(n.size)[None, :])
+    lo, hi = bootstrap_auc_ci95(m, n, *identity)
+    assert lo == pytest.approx(roc_auc(m, n)) and hi == pytest.approx(roc_auc(m, n))
+
+
+def test_tpr_at_an_fpr_uses_the_threshold_set_on_the_nonmembers():
+    nonmembers = np.arange(20.0)  # 5% of 20: one non-member may be flagged, so the threshold is 18
+    members = np.array([18.5, 19.5, 17.0, 25.0])
+    f = evaluate(members, nonmembers, None)
+    assert f["threshold_at_5pct_fpr"] == 18.0 and f["fpr_at_5pct_threshold"] == pytest.approx(1 / 20)
+    assert f["tpr_at_5pct_fpr"] == pytest.approx(3 / 4)
+    # 1% of 20 non-members is below one: met only at FPR 0, the threshold being the highest non-member score
+    assert f["threshold_at_1pct_fpr"] == 19.0 and f["fpr_at_1pct_threshold"] == 0.0
+    assert f["tpr_at_1pct_fpr"] == pytest.approx(2 / 4)
+    assert f["auc_ci95"] is None and evaluate(members, np.zeros(0), None)["auc"] is None
+
+
+def test_short_suffixes_are_passed_over_and_canaries_kept_beside_the_draw():
+    tok = tiny_tokenizer()
+    run = make_run(tok, n_clients=1, n_train=6, n_test=1, prefix_len=16, suffix_len=24)
+    pool = list(run.train[0])
+    pool[2] = make_sample(tok, "The river noticed a quiet village near the old bridge.", 0, "train", 2, 4, 24)
+    draw, canaries, short = select(pool, 3, SUFFIX)
+    assert [s.id for s in canaries] == ["c0/train/0"]  # make_run tags sample 0 as a canary
+    assert [s.id for s in draw] == ["c0/train/1", "c0/train/3", "c0/train/4"] and short == 1
+
+
+# ---------------------------------------------------------------- the scoring pass
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_token_stats_equal_a_direct_computation_from_the_logits():
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, seed=3)
+    run = make_run(tok, n_clients=1, n_train=3, n_test=0, prefix_len=16, suffix_len=12)
+    pairs = [(s.prompt_ids, s.suffix_ids[: 5 + 3 * i]) for i, s in enumerate(run.train[0])]  # unequal lengths
+    stats = token_stats(model, pairs, batch_size=2)
+    for (p, s), st, lp in zip(pairs, stats, token_logprobs(model, pairs, batch_size=2)):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([list(p) + list(s)])).logits[0].double()
+        logq = torch.log_softmax(logits[len(p) - 1 : len(p) - 1 + len(s)], dim=-1)
+        q = logq.exp()
+        mu = (q * logq).sum(-1)
+        sigma = ((q * logq.square()).sum(-1) - mu.square()).sqrt()
+        np.testing.assert_allclose(st.mu, mu.numpy(), atol=1e-4)
+        np.testing.assert_allclose(st.sigma, sigma.numpy(), atol=1e-4)
+        np.testing.assert_allclose(st.logp, logq.gather(-1, torch.tensor(s)[:, None]).squeeze(-1).numpy(), atol=1e-4)
+        np.testing.assert_array_equal(st.logp, lp)  # the same numbers as the log-probability engine's
+
+
+# ---------------------------------------------------------------- the method on a real tiny model
+
+
+def null_tolerance(n_m: int, n_n: int) -> float:
+    """Four standard deviations of the ROC AUC of exchangeable members and non-members (the Mann-Whitney null)."""
+    return 4 * math.sqrt((n_m + n_n + 1) / (12 * n_m * n_n))
+
+
+@pytest.fixture(scope="module")
+def lora(one_torch_thread, tmp_path_factory):
+    """(run, the base saved as a model directory, a LoRA model before and after memorizing the members): the base
+    is first trained on other texts of the same generator (its prior), then its adapters memorize the members."""
+    tok = tiny_tokenizer()
+    run = make_run(tok, n_clients=N_CLIENTS, n_train=N + 1, n_test=N, prefix_len=16, suffix_len=SUFFIX)
+    # the prior: texts of the same generator under another seed than the audited ones (make_run's are 100+ and 200+)
+    public = [make_sample(tok, t, 0, "train", i, 16, SUFFIX) for i, t in enumerate(texts(2 * N_CLIENTS * N, 900))]
+    base = tiny_model(tok)
+    memorize(base, public, steps=30, lr=3e-3)
+    base_dir = tmp_path_factory.mktemp("base")
+    base.save_pretrained(base_dir)
+    tok.save_pretrained(base_dir)
+    torch.manual_seed(0)
+    model = wrap_lora(base, LORA).eval()
+    cfg = build_method_config("mia", {"n": N, "suffix_len": SUFFIX})
+    fresh = MembershipInference(cfg, run).audit(RoundContext(run=run, round=0, model=model, batch_size=128))
+    members = [s for c in run.clients for s in run.train[c][1:]]  # sample 0 is a canary, outside the draw
+    memorize(model, members, steps=60, lr=1e-2)
+    method = MembershipInference(cfg, run)
+    trained = method.audit(RoundContext(run=run, round=1, model=model, batch_size=128))
+    return run, base_dir, model, method, fresh, trained
+
+
+def test_every_attack_separates_members_after_memorization(lora):
+    _, _, _, _, _, trained = lora
+    h = trained["headline"]
+    assert (h["members"], h["nonmembers"]) == (N_CLIENTS * N, N_CLIENTS * N)
+    for a in ATTACKS:
+        assert h[f"{a}_auc_ci95"][0] > 0.5, (a, h[f"{a}_auc"], h[f"{a}_auc_ci95"])
+        assert h[f"{a}_tpr_at_5pct_fpr"] >= h[f"{a}_tpr_at_1pct_fpr"]
+    for v in trained["per_client"]:
+        assert (v["members"], v["nonmembers"]) == (N, N) and all(v["attacks"][a]["auc"] > 0.5 for a in ATTACKS)
+
+
+def test_a_model_that_saw_neither_side_is_at_chance(lora):
+    _, _, _, _, fresh, _ = lora
+    h = fresh["headline"]
+    tol = null_tolerance(h["members"], h["nonmembers"])
+    for a in ATTACKS:
+        assert abs(h[f"{a}_auc"] - 0.5) < tol, (a, h[f"{a}_auc"], tol)
+    # fresh adapters change nothing: the target is its own base, every difference 0, every pair a tie
+    assert h["ref_auc"] == 0.5
+    assert all(s["ref"] == 0.0 for s in fresh["samples"])
+
+
+def test_section_is_serialisable_and_follows_the_report_schema(lora):
+    import jsonschema
+
+    _, _, _, method, _, trained = lora
+    section = json.loads(json.dumps(to_jsonable({k: v for k, v in trained.items() if k != "seconds"})))
+    schema = json.loads((ROOT / "fedmem" / "report.schema.json").read_text())
+    jsonschema.validate(section, {"$defs": schema["$defs"], "$ref": "#/$defs/section"})
+    assert set(trained["attacks"]) == set(ATTACKS) and len(trained["samples"]) == len(method.samples)
+    canaries = [s for s in trained["samples"] if not s["drawn"]]
+    assert len(canaries) == N_CLIENTS and all(s["split"] == "train" for s in canaries)
+    md = method.markdown(trained)
+    assert "| Min-K%++ |" in md and "TPR @ 1% FPR" in md and "steps of 2.08%" in md
+    assert method.summary(lora[4], trained).startswith("**Membership inference.**")
+
+
+def test_truth_rows_decide_at_the_5pct_threshold_of_the_chosen_attack(lora):
+    run, _, _, method, _, trained = lora
+    rows = method.truth_rows(trained)
+    t = trained["attacks"]["loss"]["threshold_at_5pct_fpr"]
+    assert len(rows) == len(trained["samples"])
+    for r, s in zip(rows, trained["samples"]):
+        assert r["id"] == s["id"] and r["score"] == -s["loss"] and r["decision"] == (-s["loss"] > t)
+    assert sum(r["decision"] for r in rows if r["split"] == "test") <= 0.05 * N_CLIENTS * N
+    canary = next(r for r in rows if r["tags"].get("canary"))
+    assert canary["tags"]["copies"] == 4
+    by_ref = MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX, decide_with="ref"), run).truth_rows(trained)
+    assert [r["score"] for r in by_ref] == [-s["ref"] for s in trained["samples"]]
+    sets = method.verdicts(trained)  # beside the other methods: one verdict set per attack
+    assert list(sets) == [f"mia_{a}" for a in ATTACKS] and sets["mia_loss"] == rows
+    assert [r["score"] for r in sets["mia_min_k"]] == [s["min_k"] for s in trained["samples"]]  # members score high
+
+
+def test_one_target_pass_per_round_and_the_reference_once_per_run(lora):
+    run, _, model, _, _, _ = lora
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        method = MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX), run)
+        first = RoundContext(run=run, round=1, model=model, batch_size=256)  # every pair in one batch
+        s1 = method.audit(first)
+        assert len(calls) == 2  # the target's pass and the base's (adapters disabled)
+        assert first.passes == {"token_stats": 1}
+        assert (s1["seconds"]["target_passes"], s1["seconds"]["reference_passes"]) == (1, 1)
+        again = method.audit(first)  # the round context memoises the target's pass
+        assert len(calls) == 2 and again["seconds"]["target_passes"] == 0
+        second = RoundContext(run=run, round=2, model=model, batch_size=256)
+        s2 = method.audit(second)
+        assert len(calls) == 3 and second.passes == {"token_stats": 1}  # the reference pass is reused
+        assert (s2["seconds"]["target_passes"], s2["seconds"]["reference_passes"]) == (1, 0)
+        assert [s["ref"] for s in s2["samples"]] == [s["ref"] for s in s1["samples"]]
+    finally:
+        hook.remove()
+
+
+def test_reference_directory_scores_like_the_disabled_adapters(lora):
+    run, base_dir, model, _, _, trained = lora
+    cfg = MiaConfig(n=N, suffix_len=SUFFIX, reference=str(base_dir))
+    MembershipInference.preflight(cfg)
+    section = MembershipInference(cfg, run).audit(RoundContext(run=run, round=1, model=model, batch_size=128))
+    np.testing.assert_allclose([s["ref"] for s in section["samples"]], [s["ref"] for s in trained["samples"]],
+                               atol=1e-5)
+
+
+def test_reference_directory_must_share_the_tokenizer(lora, tmp_path):
+    run = lora[0]
+    tiny_tokenizer(vocab_size=300).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="its tokenizer differs"):
+        MembershipInference(MiaConfig(reference=str(tmp_path)), run)
+    with pytest.raises(ValueError, match="no config.json"):
+        MembershipInference.preflight(MiaConfig(reference=str(tmp_path / "nowhere")))
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_without_adapters_the_base_reference_is_undefined():
+    tok = tiny_tokenizer()
+    run = make_run(tok, n_clients=1, n_train=5, n_test=4, prefix_len=16, suffix_len=SUFFIX)
+    method = MembershipInference(MiaConfig(n=4, suffix_len=SUFFIX, decide_with="ref"), run)
+    section = method.audit(RoundContext(run=run, round=0, model=tiny_model(tok)))
+    assert section["headline"]["ref_auc"] is None and section["headline"]["ref_auc_ci95"] is None
+    assert not section["attacks"]["ref"]["defined"] and "undefined" in section["note"]
+    assert "steps of 25.00%: the 1% and 5% FPR targets are met only at FPR 0" in section["note"]
+    assert all(s["ref"] is None for s in section["samples"]) and section["headline"]["loss_auc"] is not None
+    assert section["seconds"]["reference_passes"] == 0
+    assert method.truth_rows(section) == []  # decides nothing with an undefined attack
+    assert "mia_ref" not in method.verdicts(section) and "mia_loss" in method.verdicts(section)
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_conf_file_matches_the_config_defaults():
+    import yaml
+
+    path = ROOT / "conf" / "audit" / "mia" / "default.yaml"
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# fedmem run") and "audit.mia" in first
+    assert build_method_config("mia", yaml.safe_load(path.read_text())) == MiaConfig()
+    assert AUDIT_METHODS["mia"] is MembershipInference
+    assert MembershipInference.samples_needed(MiaConfig(n=5)) == {"train": 5, "test": 5}
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"k": 0}, "audit.mia.k is a percentage"),
+    ({"k": 101}, "audit.mia.k is a percentage"),
+    ({"suffix_len": 0}, "audit.mia.suffix_len must be >= 1"),
+    ({"decide_with": "gfd"}, "audit.mia.decide_with must be one of loss, zlib, min_k, min_k_pp, ref"),
+    ({"reference": " "}, "audit.mia.reference must be base or a model directory"),
+    ({"refrence": "base"}, "unknown option(s) ['refrence']"),
+])
+def test_invalid_config_is_rejected(section, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_method_config("mia", section)
+
+
+def test_method_composes_from_the_defaults_list(compose):
+    from fedmem.experiment_config import from_dict
+
+    cfg = from_dict(compose("audit.methods=[mia]", "audit.mia.n=3", "audit.mia.suffix_len=16"))
+    assert cfg.audit.sections["mia"]["n"] == 3 and cfg.audit.sections["mia"]["reference"] == "base"
+
+
+@pytest.mark.slow
+def test_a_training_run_audits_with_mia_and_reports_it(compose, tmp_path):
+    """The real pipeline (centralized baseline, one epoch, rounds 0 and 1): the auditor's LoRA model gives the base
+    reference, the report follows the schema, the ground truth is scored and the run page carries the panel."""
+    import contextlib
+    import io
+
+    from conftest import report_schema_errors
+    from fedmem.cli import run_experiment
+
+    d = compose("strategy=centralized", "audit.methods=[mia]", "audit.mia.n=3", "audit.mia.suffix_len=16")
+    with contextlib.redirect_stderr(io.StringIO()):
+        run_dir = run_experiment(d, str(tmp_path / "run"))
+    reports = [json.loads((run_dir / f"round_{r}" / "report.json").read_text()) for r in (0, 1)]
+    for report in reports:
+        assert report_schema_errors(report) == []
+        sec = report["audit"]["mia"]
+        assert sec["attacks"]["ref"]["defined"] and sec["headline"]["members"] > 0
+        assert report["timings"]["mia_stages"]["target_passes"] == 1
+    assert reports[0]["timings"]["mia_stages"]["reference_passes"] == 1
+    assert reports[1]["timings"]["mia_stages"]["reference_passes"] == 0
+    assert reports[0]["audit"]["mia"]["headline"]["ref_auc"] == 0.5  # round 0: the adapters change nothing yet
+    assert "mia" in reports[1]["ground_truth_scores"]
+    page = next(run_dir.glob("*.md")).read_text()
+    assert "**Membership inference.**" in page
