@@ -13,7 +13,8 @@ from pathlib import Path
 
 from fedmem.audit import AUDIT_METHODS, RoundContext
 from fedmem.audit.samples import build_audit_run, check_supply
-from fedmem.audit.truth import score_against_truth
+from fedmem.audit.agreement import agreement
+from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.console import round_line
 from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.load import adapter_state, load_adapter_state, save_adapter
@@ -85,11 +86,14 @@ class Auditor:
                     timings[f"{name}_stages"] = stages
                 bar.advance()
         truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
+        verdicts = method_verdicts(self.methods, sections)
+        agreed = agreement(verdicts) if len(verdicts) >= 2 else {}
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(
             out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods, self.run,
             elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation, truth=truth,
+            agreement=agreed,
         )
         print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
         self.history.append(report)

@@ -145,11 +145,13 @@ def _note(reveal: bool) -> list[str]:
 
 def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
                        train_log: dict, methods: dict, run, elapsed: float, source: dict | None = None,
-                       participation: dict | None = None, truth: dict | None = None) -> dict:
+                       participation: dict | None = None, truth: dict | None = None,
+                       agreement: dict | None = None) -> dict:
     """``report.json``, ``report.md`` and ``report.html`` of one audited round. ``source`` says what was audited:
     a model trained by this run (``{"kind": "training"}``), a saved round re-audited, or an external model;
     ``run`` is the run's ``AuditRun`` (its clients and their names); ``truth``: each method scored against the
-    data's ground truth, when it has one."""
+    data's ground truth, when it has one; ``agreement``: how the methods' per-sample verdicts agree
+    (``fedmem.audit.agreement``)."""
     source = source or {"kind": "training"}
     report = to_jsonable({
         "schema_version": SCHEMA_VERSION,
@@ -168,6 +170,7 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         "participation": participation or {},
         "audit": sections,
         "ground_truth_scores": truth or {},
+        "agreement": agreement or {},
         "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
         "versions": versions(),
         "config": cfg.to_dict(),
@@ -200,10 +203,33 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
             lines += [f"![{title}]({fname})", ""]
     if report.get("ground_truth_scores"):
         lines += _truth_table(report["ground_truth_scores"])
+    if report.get("agreement"):
+        lines += _agreement_table(report["agreement"])
     md = "\n".join(lines)
     atomic_write_text(out / "report.md", md)
     atomic_write_text(out / "report.html", markdown_to_html(md, f"fedmem round {server_round}", out))
     return report
+
+
+def _agreement_table(agreed: dict) -> list[str]:
+    """The methods' agreement on the training samples each pair audited: Cohen's kappa [Jaccard overlap] (n)."""
+    labels = agreed["methods"]
+    fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = ["## Agreement between methods", "",
+             "On the training samples both audited: Cohen's kappa of their decisions, the Jaccard overlap of the "
+             "samples they flag in brackets, n the samples in common; Spearman's rank correlation of their scores "
+             "below. A dash: undefined (no sample flagged by either, or too few in common).", "",
+             "| kappa [Jaccard] (n) | " + " | ".join(labels) + " | flagged |", "|---" * (len(labels) + 2) + "|"]
+    for i, a in enumerate(labels):
+        cells = [f"{fmt(agreed['kappa'][i][j])} [{fmt(agreed['jaccard'][i][j])}] ({agreed['n'][i][j]})"
+                 for j in range(len(labels))]
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {agreed['flagged'][i]} of {agreed['audited'][i]} |")
+    lines += ["", "| Spearman | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    lines += [f"| {a} | " + " | ".join(fmt(v) for v in agreed["spearman"][i]) + " |" for i, a in enumerate(labels)]
+    if agreed.get("truth"):
+        lines += ["", "Against the planted truth (Cohen's kappa, n samples with known truth): " + "; ".join(
+            f"{lab} {fmt(t['kappa'])} (n {t['n']})" for lab, t in agreed["truth"].items()) + "."]
+    return lines + [""]
 
 
 def _truth_table(truth: dict) -> list[str]:
@@ -348,6 +374,8 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
         lines += _figure_table(curves, rounds, bands)
         if last.get("ground_truth_scores"):
             lines += _truth_table(last["ground_truth_scores"])
+        if last.get("agreement"):
+            lines += _agreement_table(last["agreement"])
     lines += _configuration(cfg, history[0]["source"] if history else {})
     lines += ["Round pages: " + ", ".join(f"[round {r}](round_{r}/report.md)" for r in rounds)]
     md = "\n".join(lines)

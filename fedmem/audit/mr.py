@@ -289,8 +289,15 @@ class MemorizationRatio(AuditMethod):
             for i, ((s, gen), o) in enumerate(zip(keep, outs))))
 
     def truth_rows(self, section: dict) -> list[dict]:
-        return [{"tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
+        """A planted canary counts as found when its generation hit its own client's text."""
+        return [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
                  "decision": bool(s["hit_own"])} for s in section.get("samples", [])]
+
+    def verdicts(self, section: dict) -> dict[str, list[dict]]:
+        """Beside the other methods, a prefix is flagged when its generation hit any client's text."""
+        return {self.name: [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train",
+                             "score": float(s["hit_own"] or s["hit_other"]),
+                             "decision": bool(s["hit_own"] or s["hit_other"])} for s in section.get("samples", [])]}
 
     def _heatmap(self, ax, m: list[list[float]], clients: list[int], vmax: float, title: str):
         """One MR(j→k) matrix in percent on a colour scale from 0 to ``vmax`` (shared by the heatmaps it is shown

@@ -577,7 +577,7 @@ class PriorAwareMemorization(AuditMethod):
         return out
 
     def truth_rows(self, section: dict) -> list[dict]:
-        return [{"tags": s.get("tags") or {}, "split": "train", "score": s["log10_ratio"],
+        return [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train", "score": s["log10_ratio"],
                  "decision": bool(s["pa_memorized"])} for s in section.get("samples", [])]
 
     # -- human report

@@ -52,3 +52,9 @@ def score_against_truth(methods: dict, sections: dict) -> dict:
         if rows:
             out[name] = score_rows(rows)
     return out
+
+
+def method_verdicts(methods: dict, sections: dict) -> dict[str, list[dict]]:
+    """Every method's verdict sets on one round (``AuditMethod.verdicts``), in method order."""
+    return {label: rows for name, method in methods.items() if name in sections
+            for label, rows in method.verdicts(sections[name]).items()}
