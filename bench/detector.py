@@ -20,17 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.audit.detector import DetectorConfig, PlagiarismDetector  # noqa: E402
-from fedmem.audit.detector.detector import STAGES  # noqa: E402
-from fedmem.testing import seed_rule_categories  # noqa: E402
+from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
+from fedmem.audit.detector.detector import STAGES
+from fedmem.testing import seed_rule_categories
 
 # -- a small sentence grammar per domain (shared vocabulary makes retrieved suffixes topical) ---------------
 DOMAINS = {

@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torch  # noqa: E402
+import torch
 
 from fedmem.cli import run_experiment
-from fedmem.experiment_config import compose_dict  # noqa: E402
-from fedmem.experiment_config import from_dict  # noqa: E402
-from fedmem.runtime import client_round, fresh_lora_model  # noqa: E402
-from fedmem.model.load import adapter_state  # noqa: E402
+from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.model.load import adapter_state
+from fedmem.runtime import client_round, fresh_lora_model
 
 
 def main() -> None:

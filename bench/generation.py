@@ -9,17 +9,13 @@ prompt per call. Every continuation runs the full budget (no early stop) so both
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fedmem.config import Decoding  # noqa: E402
-from fedmem.generation import generate_batched  # noqa: E402
-from fedmem.model.tiny import qwen2_model  # noqa: E402
+from fedmem.config import Decoding
+from fedmem.generation import generate_batched
+from fedmem.model.tiny import qwen2_model
 
 
 class _Tok:  # ids only: no tokenizer work is being measured; the eos id never occurs (vocab - 1 is masked)

@@ -13,19 +13,15 @@ would cost without the single batched call).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from fedmem.audit.base import AuditRun, RoundContext  # noqa: E402
-from fedmem.config import Decoding  # noqa: E402
-from fedmem.audit.pearl import PearlConfig, PearlSensitivity  # noqa: E402
-from fedmem.testing import make_sample, prompt_header  # noqa: E402
+from fedmem.audit.base import AuditRun, RoundContext
+from fedmem.audit.pearl import PearlConfig, PearlSensitivity
+from fedmem.config import Decoding
+from fedmem.testing import make_sample, prompt_header
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
              "th", "st", "ch", "br", "on", "er", "in", "at"]
@@ -74,7 +70,7 @@ def main() -> None:
                 k += 4
                 dest.append(make_sample(tok, text, c, split, i, args.prefix, args.suffix))
     run = AuditRun(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
-                   decoding=Decoding(), prefix_len=args.prefix, prompt_header=prompt_header(tok), seed=0, task="bench")
+                   decoding=Decoding(), prefix_len=args.prefix, prompt_header=prompt_header(tok), seed=0)
     setup_s = time.perf_counter() - t0
     print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
 

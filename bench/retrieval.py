@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+from rank_bm25 import BM25
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rank_bm25 import BM25  # noqa: E402
-
-from fedmem.audit.suffix_index import analyze, query_terms, suffix_index  # noqa: E402
-from fedmem.testing import lucene_top_k, stored_length, zipf_texts  # noqa: E402
+from fedmem.audit.suffix_index import analyze, query_terms, suffix_index
+from fedmem.testing import lucene_top_k, stored_length, zipf_texts
 
 
 class LuceneBM25(BM25):

@@ -29,7 +29,6 @@ import math
 import os
 import random
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,17 +36,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from safetensors.torch import load_file, save_file  # noqa: E402
+from safetensors.torch import load_file, save_file
 
-from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
-from fedmem.generation import generate_batched  # noqa: E402
-from fedmem.io import atomic_path  # noqa: E402
-from fedmem.model.load import adapter_state, load_adapter_state  # noqa: E402
-from fedmem.runtime import fresh_lora_model, make_auditor, train_examples  # noqa: E402
-from fedmem.train import train_local  # noqa: E402
+from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.generation import generate_batched
+from fedmem.io import atomic_path
+from fedmem.model.load import adapter_state, load_adapter_state
+from fedmem.runtime import fresh_lora_model, make_auditor, train_examples
+from fedmem.train import train_local
 
 TRAIN_PER_CLIENT = 4400  # >= 4,000 distinct samples long enough to audit (canaries repeat)
 

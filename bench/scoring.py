@@ -22,17 +22,13 @@ inflates; compare runs made in quiet conditions (see `uptime`), and --threads 1 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fedmem.model.tiny import qwen2_model  # noqa: E402
-from fedmem.scoring import prior_logprobs, sequence_logprobs  # noqa: E402
+from fedmem.model.tiny import qwen2_model
+from fedmem.scoring import prior_logprobs, sequence_logprobs
 
 
 def build_model(vocab: int, hidden: int, intermediate: int, layers: int, seed: int):

@@ -22,7 +22,7 @@ from fedmem.fmt import pct, pct_ci
 from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
 
 SCHEMA_VERSION = 1
-PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "sentence-transformers", "numpy")
+PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "numpy")
 REDACTED = ("Training text is redacted on this page: each excerpt shows as <redacted sha256:… len=…> (a hash of "
             "the text and its length). Run with audit.reveal_text=true to keep the text in the reports and records.")
 COVERAGE = ("The intervals cover the audit's sampling (which samples were drawn, and the outputs sampled for them), "

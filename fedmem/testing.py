@@ -90,7 +90,6 @@ def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, p
     return AuditRun(
         train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
         decoding=decoding or Decoding(), prefix_len=prefix_len, prompt_header=prompt_header(tokenizer), seed=seed,
-        task="synthetic",
     )
 
 

@@ -23,34 +23,34 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fedmem.audit.prior_aware import default_m  # noqa: E402
-from fedmem.audit.base import build_method_config  # noqa: E402
-from fedmem.audit.samples import build_audit_run  # noqa: E402
-from fedmem.config import Decoding  # noqa: E402
-from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
-from fedmem.generation import generate_batched  # noqa: E402
-from fedmem.runtime import federated_data, fresh_lora_model, sequence_length, train_examples  # noqa: E402
-from fedmem.scoring import sequence_logprobs  # noqa: E402
-from fedmem.train import train_local  # noqa: E402
+from fedmem.audit.base import build_method_config
+from fedmem.audit.intervals import wilson
+from fedmem.audit.prior_aware import default_m
+from fedmem.audit.samples import build_audit_run
+from fedmem.config import Decoding
+from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.generation import generate_batched
+from fedmem.runtime import (
+    federated_data,
+    fresh_lora_model,
+    sequence_length,
+    train_examples,
+)
+from fedmem.scoring import sequence_logprobs
+from fedmem.train import train_local
 
 
 def rate_ci(k: int, n: int) -> str:
-    """k/n in percent with a Wilson 95% interval."""
+    """k/n in percent with its Wilson 95% interval (``fedmem.audit.intervals``)."""
     if n == 0:
         return "n/a"
-    p, z = k / n, 1.96
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return f"{100 * p:5.1f}% [{100 * max(0, centre - half):.1f}, {100 * min(1, centre + half):.1f}]"
+    lo, hi = wilson(k, n)
+    return f"{100 * k / n:5.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def evaluate(model, tokenizer, members, others, m: float, suffix_len: int) -> dict:

@@ -72,7 +72,7 @@ def make_run(tokenizer, samples: dict[int, list[AuditSample]], seed: int = 0) ->
     """A run whose prompts are the bare prefixes (the test tokenizer has no chat template)."""
     return AuditRun(
         train=samples, test={c: [] for c in samples}, train_sizes={c: len(v) for c, v in samples.items()},
-        tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, prompt_header=(), seed=seed, task="dialog",
+        tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, prompt_header=(), seed=seed,
     )
 
 

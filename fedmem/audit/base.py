@@ -56,7 +56,6 @@ class AuditRun:
     prefix_len: int
     prompt_header: tuple[int, ...]  # the ids every prompt starts with: the open user turn's header (or nothing)
     seed: int
-    task: str
     ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
     task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)

@@ -188,7 +188,7 @@ class PearlSensitivity(AuditMethod):
         return f"{cfg.n * 2 * clients * len(cfg.intensities) * cfg.samples_per_intensity} generations"
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
-        cfg, run = self.cfg, self.run
+        cfg = self.cfg
         n_k, n_i = len(cfg.intensities), cfg.samples_per_intensity
         max_new = cfg.max_new_tokens
 

@@ -168,4 +168,3 @@ def change_shares(original: str, perturbed: str) -> tuple[float, float]:
     return changed_share(original, perturbed), changed_share(original.split(), perturbed.split())
 
 
-PERTURBATIONS = ("bitflip", "synonym")

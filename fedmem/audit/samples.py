@@ -91,7 +91,6 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         prefix_len=audit.prefix_len,
         prompt_header=header_ids,
         seed=seed,
-        task=task.name,
         ground_truth=data.ground_truth,
         reveal_text=audit.reveal_text,
         task_config=task,

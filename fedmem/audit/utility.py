@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fedmem.audit.base import AuditMethod, Panel, RoundContext, register
+from fedmem.audit.performance import rouge_l
 from fedmem.config import Decoding, check_fields, option, positive
 from fedmem.fmt import pct, pct_ci, pts_ci
 
@@ -24,14 +25,6 @@ class UtilityConfig:
     def __post_init__(self):
         check_fields(self, "audit.utility")
         positive(self, "audit.utility", "n", "max_new_tokens")
-
-
-def rouge_l(pred: str, ref: str, _scorer=[]) -> float:
-    if not _scorer:
-        from rouge_score import rouge_scorer
-
-        _scorer.append(rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False))
-    return _scorer[0].score(ref, pred)["rougeL"].fmeasure
 
 
 def bleu(pred: str, ref: str) -> float:

@@ -16,14 +16,6 @@ class Schema:
     partition: str
     labels: tuple[str, ...]
 
-    def needed_columns(self) -> list[str]:
-        """Every column the loader reads, in a stable order."""
-        cols = list(self.columns.values())
-        for c in (self.client_column if self.partition == "natural" else None, self.label_column):
-            if c and c not in cols:
-                cols.append(c)
-        return cols
-
 
 def resolve_schema(task, data) -> Schema:
     """``data.*`` overrides ``task.*``. A data-level client column comes with its own groups (default: one client
