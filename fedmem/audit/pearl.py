@@ -139,7 +139,10 @@ class PearlSensitivity(AuditMethod):
         super().__init__(cfg, run)
         self.metric = cfg.metric or getattr(run.task_config, "pearl_metric", None) or "ncd"
         # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
-        self.members = [s for c in run.clients for s in run.train.get(c, [])[: cfg.n]]
+        # members: the first n of the pool's seeded order, canaries aside (the pool always holds them, and members
+        # that are planted, repeated secrets would be compared with ordinary non-members)
+        drawn = {c: [s for s in run.train.get(c, []) if "canary" not in s.tags] for c in run.clients}
+        self.members = [s for c in run.clients for s in drawn[c][: cfg.n]]
         self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
         self.samples = self.members + self.nonmembers
         # The prompt continues the client's text (the open user turn), so an output is scored against the text's
