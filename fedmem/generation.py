@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch
 
+from fedmem.batching import pad_batch
 from fedmem.config import Decoding
 
 # The generation settings that change which tokens are drawn: what a report states as the decoding used.
@@ -102,13 +103,8 @@ def generate_batched(
     model.eval()
     for start in range(0, len(order), per_batch):
         idx = order[start : start + per_batch]
-        width = max(len(prompts[i]) for i in idx)
-        input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):  # left padding: the last prompt token sits at the right edge
-            p = list(prompts[i])
-            input_ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p) :] = 1
+        input_ids, attention = pad_batch([prompts[i] for i in idx], pad_id, left=True)
+        width = input_ids.shape[1]
         gen = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention.to(device),

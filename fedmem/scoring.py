@@ -50,6 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedmem.batching import pad_batch
+
 
 def _pad_id(model) -> int:
     pid = getattr(model.config, "pad_token_id", None)
@@ -126,13 +128,8 @@ def _per_token(model, pairs, batch_size: int, progress: Callable[[int], object] 
     with _eval_mode(model):
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            seqs = [list(pairs[i][0]) + list(pairs[i][1]) for i in idx]
-            width = max(len(s) for s in seqs)
-            ids = torch.full((len(idx), width), pad, dtype=torch.long)
-            att = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, s in enumerate(seqs):
-                ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-                att[row, : len(s)] = 1
+            ids, att = pad_batch([list(pairs[i][0]) + list(pairs[i][1]) for i in idx], pad)
+            width = ids.shape[1]
             if width < 2:  # only empty suffixes in this batch
                 tok = np.zeros((len(idx), 0, *features))
             else:
@@ -243,13 +240,9 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
     with _eval_mode(model):
         for s_idx in suffix_blocks([len(s) for s in uniq_s], batch_size):
             n_s = len(s_idx)
-            lens = torch.tensor([len(uniq_s[j]) for j in s_idx])
-            width = int(lens.max())
-            s_ids = torch.full((n_s, width), pad, dtype=torch.long)
-            for row, j in enumerate(s_idx):
-                s_ids[row, : len(uniq_s[j])] = torch.tensor(uniq_s[j], dtype=torch.long)
-            s_ids = s_ids.to(device)
-            s_mask = (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).to(device)
+            s_ids, s_mask = pad_batch([uniq_s[j] for j in s_idx], pad)
+            width = s_ids.shape[1]
+            s_ids, s_mask = s_ids.to(device), s_mask.bool().to(device)
             q_block = max(1, batch_size // n_s)
             for q_len, group in sorted(by_len.items()):
                 for start in range(0, len(group), q_block):

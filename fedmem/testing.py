@@ -17,6 +17,7 @@ from fedmem.audit.detector import Detection
 from fedmem.audit.detector.ner import entity_sets, load_ner
 from fedmem.audit.detector.preprocess import vectorize
 from fedmem.audit.detector.seeding import batch_seeds
+from fedmem.batching import language_model_batch
 from fedmem.config import Decoding
 from fedmem.data.templates import continuation_header
 from fedmem.model.tiny import qwen2_model, train_tokenizer
@@ -96,15 +97,7 @@ def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, p
 def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-3, seed: int = 0):
     """Overfit the model on prompt + suffix of ``samples`` (a stand-in for fine-tuning on the members)."""
     torch.manual_seed(seed)
-    seqs = [list(s.prompt_ids) + list(s.suffix_ids) for s in samples]
-    width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    labels = torch.full((len(seqs), width), -100, dtype=torch.long)
-    att = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        ids[r, : len(s)] = torch.tensor(s)
-        labels[r, : len(s)] = torch.tensor(s)
-        att[r, : len(s)] = 1
+    ids, labels, att = language_model_batch([list(s.prompt_ids) + list(s.suffix_ids) for s in samples], pad_id=0)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):

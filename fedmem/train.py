@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from fedmem.batching import language_model_batch
 from fedmem.config import TrainConfig
 from fedmem.data.templates import format_example
 from fedmem.progress import progress_bar
@@ -31,19 +32,6 @@ def proximal_term(model, global_params: dict[str, torch.Tensor]) -> torch.Tensor
     """||w - w_global||² over the trainable (LoRA) weights only; the frozen base never moves."""
     terms = [((p - global_params[n]) ** 2).sum() for n, p in trainable_params(model).items()]
     return torch.stack(terms).sum()
-
-
-def _collate(batch: list[list[int]], pad_id: int):
-    width = max(len(x) for x in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    att = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, x in enumerate(batch):
-        t = torch.tensor(x, dtype=torch.long)
-        ids[i, : len(x)] = t
-        labels[i, : len(x)] = t
-        att[i, : len(x)] = 1
-    return ids, labels, att
 
 
 def train_local(
@@ -78,7 +66,7 @@ def train_local(
                 group = batches[start : start + cfg.grad_accum]
                 n_seq = sum(len(b) for b in group)
                 for b in group:
-                    ids, labels, att = _collate([examples[i] for i in b], pad_id)
+                    ids, labels, att = language_model_batch([examples[i] for i in b], pad_id)
                     loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=labels.to(dev)).loss
                     total += loss.item() * len(b)
                     count += len(b)
