@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from fedmem.audit import AUDIT_METHODS
@@ -158,21 +159,15 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
 
 
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
-    """Every combination of comma-separated values (commas inside [] or {} belong to one value)."""
+    """Every combination of a sweep's values, read with Hydra's own override grammar (``a=1,2``, ``range(1,4)``,
+    ``choice(...)``; a list ``[a,b]`` or a quoted ``"a,b"`` is one value), as a training sweep reads them."""
     choices = []
-    for override in overrides:
-        key, _, value = override.partition("=")
-        values, depth, cur = [], 0, ""
-        for ch in value:
-            depth += ch in "[{"
-            depth -= ch in "]}"
-            if ch == "," and depth == 0:
-                values.append(cur)
-                cur = ""
-            else:
-                cur += ch
-        values.append(cur)
-        choices.append([f"{key}={v}" for v in values])
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_sweep_override():
+            key = override.get_key_element()
+            choices.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            choices.append([override.input_line])
     return [list(combo) for combo in itertools.product(*choices)]
 
 

@@ -268,3 +268,8 @@ def test_seeds_alone_give_one_row(base_config, tmp_path):
         _job(tmp_path, seed, base_config, seed, mr__intra=0.1 * seed)
     md = write_sweep_report(tmp_path).read_text()
     assert "No factor varies" in md and "| dialog | 3 | 10.00% [0.00, 34.84] |" in md
+
+
+def test_the_papers_sizes_calibrate_pearl_on_at_least_100_non_members():
+    d = compose_dict(["experiment=paper_default"])
+    assert d["audit"]["pearl"]["n"] * d["data"]["num_clients"] >= 100 <= d["audit"]["test_per_client"] * 3
