@@ -127,3 +127,5 @@ def test_rate_intervals_stay_in_range_at_no_one_and_every_hit(hit_count):
         assert u["intra"]["ci95"][1] > 0 and u["inter"]["ci95"][1] > 0
     lo, hi = f["intra_minus_inter"]["ci95"]
     assert -1.0 <= lo <= f["intra_minus_inter"]["diff"] <= hi <= 1.0
+    if hit_count == 0:  # no spread at all: Newcombe's interval from the two Wilson intervals, not a point
+        assert lo == pytest.approx(-u["inter"]["ci95"][1]) and hi == pytest.approx(u["intra"]["ci95"][1])

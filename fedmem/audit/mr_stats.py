@@ -17,7 +17,8 @@ other seeds show. MR_Intra, MR_Inter and MR_Intra − MR_Inter are weighted mean
 sqrt(Σ_j w_j² var_j / n_j) (prefixes independent). MR_Intra and MR_Inter are rates: their interval is Wilson's
 score interval at the weighted mean's effective sample size (the n at which a plain proportion would have that
 variance; Kish's 1 / Σ_j w_j² / n_j where the variance is 0), so it stays in [0, 1] and does not collapse at 0 hits.
-The difference is not a rate: a normal interval (± 1.96 se), kept inside [−1, 1]. MR_Total and every matrix cell
+The difference is not a rate: a normal interval (± 1.96 se), kept inside [−1, 1]; where the prefixes show no spread at
+all (no hit anywhere, say) Newcombe's interval from the two rates' Wilson intervals instead of a point. MR_Total and every matrix cell
 are proportions of prefixes: binomial standard errors and Wilson 95% intervals.
 """
 
@@ -28,7 +29,8 @@ import numpy as np
 from fedmem.audit.intervals import wilson
 
 INTERVALS = ("MR_Intra and MR_Inter: Wilson score interval at the weighted mean's effective sample size; MR_Intra − "
-             "MR_Inter: normal interval; MR_Total and MR(j→k): Wilson score interval. All over the audited prefixes.")
+             "MR_Inter: normal interval (Newcombe's where the prefixes show no spread); MR_Total and MR(j→k): Wilson "
+             "score interval. All over the audited prefixes.")
 
 
 def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int, int] | list[int]) -> dict:
@@ -70,10 +72,18 @@ def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int,
     if L > 1:
         d = _weighted_estimate([float(j in h) - len(h - {j}) / (L - 1) for j, h in zip(prefix_clients, hits)],
                                prefix_clients, clients, w)
-        diff = {"diff": d["value"], "se": d["se"], "ci95": [max(-1.0, d["ci95"][0]), min(1.0, d["ci95"][1])]}
+        ci = d["ci95"]
+        if not d["se"] > 0:  # no spread among the prefixes (no hit at all, say): not a point, but Newcombe's
+            ci = newcombe(intra, uncertainty["intra"]["ci95"], inter, uncertainty["inter"]["ci95"])
+        diff = {"diff": d["value"], "se": d["se"], "ci95": [max(-1.0, ci[0]), min(1.0, ci[1])]}
     return {"clients": clients, "matrix": matrix.tolist(), "intra": intra, "inter": inter,
             "inter_per_client": inter_list, "total": total, "n": n.astype(int).tolist(), "weights": w.tolist(),
             "intra_minus_inter": diff, "uncertainty": uncertainty}
+
+
+def newcombe(p1: float, ci1: list[float], p2: float, ci2: list[float]) -> list[float]:
+    """Newcombe's interval of p1 − p2 from each rate's own (Wilson) interval, as for independent rates."""
+    return [p1 - p2 - float(np.hypot(p1 - ci1[0], ci2[1] - p2)), p1 - p2 + float(np.hypot(ci1[1] - p1, p2 - ci2[0]))]
 
 
 def _interval(value: float, se: float) -> dict:
