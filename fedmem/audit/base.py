@@ -118,58 +118,38 @@ class RoundContext:
         decoding = decoding or self.run.decoding
         seed = self.run.seed + 1000 * self.round if seed is None else seed
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
-        if key not in self._gen_cache:
-            each = "" if num_samples == 1 else f" ({num_samples} per prompt)"
-            with self.progress(len(prompts), f"generating{each}") as bar:
-                self._gen_cache[key] = generate_batched(
-                    self.model,
-                    self.run.tokenizer,
-                    prompts,
-                    max_new_tokens=max_new_tokens,
-                    num_samples=num_samples,
-                    decoding=decoding,
-                    seed=seed,
-                    batch_size=self.generation_batch_size,
-                    progress=bar.advance,
-                )
-            self._count("generate")
-        return self._gen_cache[key]
+        each = "" if num_samples == 1 else f" ({num_samples} per prompt)"
+        return self._memo(self._gen_cache, key, "generate", len(prompts), f"generating{each}", lambda advance: (
+            generate_batched(self.model, self.run.tokenizer, prompts, max_new_tokens=max_new_tokens,
+                             num_samples=num_samples, decoding=decoding, seed=seed,
+                             batch_size=self.generation_batch_size, progress=advance)))
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
         """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
-        key = tuple(pairs)
-        if key not in self._lp_cache:
-            with self.progress(len(pairs), "scoring log P(s|p)") as bar:
-                self._lp_cache[key] = sequence_logprobs(self.model, pairs, batch_size=self.batch_size,
-                                                        progress=bar.advance)
-            self._count("logprobs")
-        return self._lp_cache[key]
+        return self._memo(self._lp_cache, tuple(pairs), "logprobs", len(pairs), "scoring log P(s|p)",
+                          lambda advance: sequence_logprobs(self.model, pairs, self.batch_size, advance))
 
     def token_stats(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[TokenStats]:
         """Per suffix token of each (p, s) pair: log P(s_t | p, s_<t) and the mean and standard deviation of
         log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised."""
-        key = tuple(pairs)
-        if key not in self._stats_cache:
-            with self.progress(len(pairs), "scoring per-token statistics") as bar:
-                self._stats_cache[key] = token_stats(self.model, pairs, batch_size=self.batch_size,
-                                                     progress=bar.advance)
-            self._count("token_stats")
-        return self._stats_cache[key]
-
-    def _count(self, kind: str) -> None:
-        self.passes[kind] = self.passes.get(kind, 0) + 1
+        return self._memo(self._stats_cache, tuple(pairs), "token_stats", len(pairs), "scoring per-token statistics",
+                          lambda advance: token_stats(self.model, pairs, self.batch_size, advance))
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
         memoised (each prefix's KV cache serves all suffixes: ``fedmem.scoring.prior_logprobs``)."""
-        key = (tuple(prefixes), tuple(suffixes))
-        if key not in self._prior_cache:
-            rows, cols = prior_inputs(prefixes, suffixes)
-            with self.progress(len(rows) * len(cols), "scoring prior log P(s|q)") as bar:
-                self._prior_cache[key] = prior_logprobs(self.model, prefixes, suffixes, self.batch_size,
-                                                        progress=bar.advance)
-            self._count("prior_logprobs")
-        return self._prior_cache[key]
+        rows, cols = prior_inputs(prefixes, suffixes)
+        return self._memo(self._prior_cache, (tuple(prefixes), tuple(suffixes)), "prior_logprobs",
+                          len(rows) * len(cols), "scoring prior log P(s|q)",
+                          lambda advance: prior_logprobs(self.model, prefixes, suffixes, self.batch_size, advance))
+
+    def _memo(self, cache: dict, key, kind: str, total: int, desc: str, compute):
+        """One memoised request: computed once per round behind a progress bar, its pass counted in ``passes``."""
+        if key not in cache:
+            with self.progress(total, desc) as bar:
+                cache[key] = compute(bar.advance)
+            self.passes[kind] = self.passes.get(kind, 0) + 1
+        return cache[key]
 
     def decode(self, ids: list[int]) -> str:
         return self.run.tokenizer.decode(ids, skip_special_tokens=True)
