@@ -35,8 +35,10 @@ def test_auc_ties_and_empty():
 
 
 def test_method_sections_are_read_through_the_methods_truth_rows():
-    sections = {"pa": {"samples": [{"tags": {"canary": "a", "copies": 4}, "log10_ratio": 3.0, "pa_memorized": True},
-                                   {"tags": {"generic": True}, "log10_ratio": 0.1, "pa_memorized": False}]},
+    sections = {"pa": {"samples": [{"id": "c0/train/0", "tags": {"canary": "a", "copies": 4}, "log10_ratio": 3.0,
+                                    "pa_memorized": True},
+                                   {"id": "c0/train/1", "tags": {"generic": True}, "log10_ratio": 0.1,
+                                    "pa_memorized": False}]},
                 "utility": {"weighted": {}}}
     # truth_rows reads only the section: the methods' classes serve, unbuilt, as the readers
     methods = {name: AUDIT_METHODS[name].__new__(AUDIT_METHODS[name]) for name in sections}
