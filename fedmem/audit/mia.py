@@ -60,6 +60,7 @@ from scipy.stats import rankdata
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
 from fedmem.audit.calibration import calibrate_threshold, roc_auc
+from fedmem.audit.samples import draw
 from fedmem.config import check_fields, option, positive
 from fedmem.fmt import pct
 from fedmem.scoring import TokenStats, token_logprobs
@@ -195,17 +196,8 @@ def select(samples: list[AuditSample], n: int, suffix_len: int) -> tuple[list[Au
     """(the draw, the planted canaries beside it, the samples passed over for a short suffix) of one client's pool:
     the draw is the first n samples with at least ``suffix_len`` suffix tokens in the pool's seeded order, canaries
     left out."""
-    draw, canaries, short = [], [], 0
-    for s in samples:
-        if "canary" in s.tags:
-            if len(s.suffix_ids) >= suffix_len:
-                canaries.append(s)
-        elif len(draw) < n:
-            if len(s.suffix_ids) >= suffix_len:
-                draw.append(s)
-            else:
-                short += 1
-    return draw, canaries, short
+    drawn, short = draw(samples, n, suffix_len)
+    return drawn, [s for s in samples if "canary" in s.tags and len(s.suffix_ids) >= suffix_len], short
 
 
 # ---------------------------------------------------------------- the audit method

@@ -42,6 +42,7 @@ from fedmem.audit.intervals import rate
 from fedmem.audit.performance import performance
 from fedmem.audit.perturb import bitflip, change_shares, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
+from fedmem.audit.samples import draw
 from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
 from fedmem.audit.truth import canary_group
 from fedmem.config import check_fields, option, option_factory, positive
@@ -141,8 +142,7 @@ class PearlSensitivity(AuditMethod):
         # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
         # members: the first n of the pool's seeded order, canaries aside (the pool always holds them, and members
         # that are planted, repeated secrets would be compared with ordinary non-members)
-        drawn = {c: [s for s in run.train.get(c, []) if "canary" not in s.tags] for c in run.clients}
-        self.members = [s for c in run.clients for s in drawn[c][: cfg.n]]
+        self.members = [s for c in run.clients for s in draw(run.train.get(c, []), cfg.n)[0]]
         self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
         self.samples = self.members + self.nonmembers
         # The prompt continues the client's text (the open user turn), so an output is scored against the text's

@@ -53,6 +53,7 @@ import numpy as np
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Panel, RoundContext, register
 from fedmem.audit.intervals import Z95, rate
+from fedmem.audit.samples import draw
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import check_fields, option, positive
 from fedmem.fmt import count, pct_ci
@@ -296,14 +297,14 @@ def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> tuple
     them; the draw must not); the planted samples the draw missed (canaries, boilerplate) follow it, audited for the
     ground truth but outside the rates. A draw that the suffix length leaves short of n is an error naming the
     numbers."""
-    long_enough = [s for s in samples if len(s.suffix_ids) >= suffix_len]
-    draw = [s for s in long_enough if "canary" not in s.tags][:n]
-    if len(draw) < min(n, sum("canary" not in s.tags for s in samples)):
+    drawn, _ = draw(samples, n, suffix_len)
+    if len(drawn) < min(n, sum("canary" not in s.tags for s in samples)):
         client = samples[0].client if samples else "?"
-        raise ValueError(f"audit.pa.n={n}, but only {len(draw)} of client {client}'s {len(samples)} pooled samples "
+        raise ValueError(f"audit.pa.n={n}, but only {len(drawn)} of client {client}'s {len(samples)} pooled samples "
                          f"(canaries aside) have {suffix_len} tokens after their prefix (audit.pa.suffix_len): "
                          "lower audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
-    return draw + [s for s in long_enough if planted(s) and s not in draw], len(draw)
+    extra = [s for s in samples if planted(s) and len(s.suffix_ids) >= suffix_len and s not in drawn]
+    return drawn + extra, len(drawn)
 
 
 # ---------------------------------------------------------------- the audit method

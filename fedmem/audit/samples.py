@@ -98,6 +98,21 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
     )
 
 
+def draw(samples: list[AuditSample], n: int, min_suffix: int = 0) -> tuple[list[AuditSample], int]:
+    """(the draw, the samples passed over for a short suffix) of one client's pool, for a method whose rates must
+    describe the data: the first n samples in the pool's seeded order with at least ``min_suffix`` suffix tokens,
+    canaries left out (the pool always holds them; a rate over planted, repeated secrets would describe them)."""
+    out, short = [], 0
+    for s in samples:
+        if "canary" in s.tags or len(out) >= n:
+            continue
+        if len(s.suffix_ids) >= min_suffix:
+            out.append(s)
+        else:
+            short += 1
+    return out, short
+
+
 def check_supply(run: AuditRun, needs: dict[str, dict[str, int]]) -> None:
     """Every method's per-client sample needs (``{method: {split: n}}``) against what the pool holds."""
     for name, need in needs.items():
