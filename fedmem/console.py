@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 
-from fedmem.fmt import pct, pts_ci
+from fedmem.audit import AUDIT_METHODS
 from fedmem.report import mean_train_loss
+from fedmem.views import headline_text
 
 FLOWER_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # no -v, -v, -vv
 
@@ -34,10 +35,6 @@ def configure_logging(verbosity: int = 0) -> int:
     return level
 
 
-def _headline(report: dict, method: str) -> dict:
-    return ((report.get("audit") or {}).get(method) or {}).get("headline") or {}
-
-
 def _number(x):
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
@@ -47,10 +44,10 @@ def _seconds(x: float) -> str:
 
 
 def round_line(report: dict, num_rounds: int) -> str:
-    """One line per audited round from its ``report.json`` dict: ``fedmem: round <r>/<rounds>  train loss <L>
-    ROUGE-L <%>  MR intra <%> inter <%> (diff <pts> [<lo>, <hi>])  PA-memorized <k> of <n>  PEARL TPR <%> at FPR <%>
-    <s> s training + <s> s audit``, rates as every report writes them (``fedmem.fmt``). A method that did not run
-    (or a figure it lacks) is left out."""
+    """One line per audited round from its ``report.json`` dict: ``fedmem: round <r>/<rounds>  train loss <L>``,
+    then every figure the audited methods declare for the console (``Figure.console``), in the report's method
+    order, as every report writes it (``fedmem.fmt``), then ``<s> s training + <s> s audit``. A method that did not
+    run (or a figure it lacks) is left out."""
     r = report.get("round")
     trained = (report.get("source") or {}).get("kind") != "external"  # a model fedmem did not train: no rounds
     parts = [f"fedmem: round {r}/{num_rounds}" if num_rounds and trained else f"fedmem: round {r}"]
@@ -58,30 +55,12 @@ def round_line(report: dict, num_rounds: int) -> str:
     if loss is not None:
         parts.append(f"train loss {loss:.3f}")
 
-    utility = _headline(report, "utility")
-    for key, name in (("rouge_l", "ROUGE-L"), ("accuracy", "accuracy")):
-        if _number(utility.get(key)) is not None:
-            parts.append(f"{name} {pct(utility[key])}")
-
-    mr = _headline(report, "mr")
-    if _number(mr.get("intra")) is not None:
-        text = f"MR intra {pct(mr['intra'])} inter {pct(_number(mr.get('inter')))}"
-        diff = _number(mr.get("intra_minus_inter"))
-        if diff is not None:
-            ci = mr.get("intra_minus_inter_ci95")
-            ok = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(v) is not None for v in ci)
-            text += f" (diff {pts_ci(diff, ci if ok else None)})"
-        parts.append(text)
-
-    pa = _headline(report, "pa")
-    memorized, audited = _number(pa.get("pa_memorized")), _number(pa.get("audited"))
-    if memorized is not None:
-        parts.append(f"PA-memorized {int(memorized)}" + (f" of {int(audited)}" if audited is not None else ""))
-
-    pearl = _headline(report, "pearl")
-    if _number(pearl.get("tpr")) is not None:
-        fpr = _number(pearl.get("fpr"))
-        parts.append(f"PEARL TPR {pct(pearl['tpr'])}" + (f" at FPR {pct(fpr)}" if fpr is not None else ""))
+    for name, section in (report.get("audit") or {}).items():
+        h = (section or {}).get("headline") or {}
+        method = AUDIT_METHODS.get(name)
+        for figure in method.figures if method else ():
+            if figure.console and _number(h.get(figure.key)) is not None:
+                parts.append(f"{figure.label} {headline_text(figure, h)}")
 
     timings = report.get("timings") or {}
     methods = (report.get("audit") or {}).keys()

@@ -36,6 +36,25 @@ def count(k: int | None, n: int | None) -> str:
     return "n/a" if k is None or n is None else f"{k} of {n}"
 
 
+def score_ci(x: float | None, ci: list | None) -> str:
+    """A score that is not a rate (a ROC AUC) with its 95% interval: ``0.64 [0.49, 0.78]``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:.{DECIMALS}f}" + (f" [{ci[0]:.{DECIMALS}f}, {ci[1]:.{DECIMALS}f}]" if ci and ci[0] is not None else "")
+
+
+def figure_text(kind: str, x, ci: list | None = None, total=None) -> str:
+    """A figure by its kind (``fedmem.audit.base.Figure``): a rate in percent, a difference in points, a count (of
+    ``total`` when given), a score as a number; each with its interval when it has one."""
+    if kind == "rate":
+        return pct_ci(x, ci)
+    if kind == "difference":
+        return pts_ci(x, ci)
+    if kind == "count":
+        return "n/a" if x is None else (count(int(x), int(total)) if total is not None else str(int(x)))
+    return score_ci(x, ci)
+
+
 def scale_ceiling(x: float) -> float:
     """The smallest of 1, 2, 5, 10, 20, 50, 100% at or above ``x`` (a fraction): heatmaps and panels whose values
     fall under the same ceiling share one colour scale across rounds."""

@@ -18,8 +18,16 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-from fedmem.fmt import pct, pct_ci
-from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
+from fedmem.audit.base import declared_figures
+from fedmem.fmt import figure_text, pct
+from fedmem.io import (
+    atomic_write_json,
+    atomic_write_text,
+    pyplot,
+    save_figure,
+    to_jsonable,
+)
+from fedmem.views import view_for
 
 SCHEMA_VERSION = 1
 PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "numpy")
@@ -194,12 +202,12 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
                          f"{m.get('num_examples', '')} | {cut} |")
         lines.append("")
     for name, method in methods.items():
-        sec = report["audit"].get(name, {})
+        sec, view = report["audit"].get(name, {}), view_for(method)
         lines += [f"## {method.title or name} ({timings.get(name, 0):.1f} s)", ""]
         if sec.get("note"):
             lines += [f"> **Note.** {sec['note']}", ""]
-        lines += [method.markdown(sec) or "", ""]
-        for title, fname in method.render(sec, str(out)):
+        lines += [view.markdown(sec) or "", ""]
+        for title, fname in view.render(sec, str(out)):
             lines += [f"![{title}]({fname})", ""]
     if report.get("ground_truth_scores"):
         lines += _truth_table(report["ground_truth_scores"])
@@ -282,7 +290,7 @@ def _panel(run_dir: Path, fname: str, title: str, y_label: str, lines: dict[str,
     return save_figure(fig, run_dir / fname, dpi=90)
 
 
-def _configuration(cfg, source: dict) -> list[str]:
+def _configuration(cfg, source: dict, methods: dict) -> list[str]:
     """The run page's configuration table; ``source``: the first round report's, which names a GGUF base model's
     file and sha256."""
     d = cfg.to_dict()
@@ -304,8 +312,8 @@ def _configuration(cfg, source: dict) -> list[str]:
                   f"decoding; methods: {', '.join(a['methods'])}; text {'shown' if a['reveal_text'] else 'redacted'}"),
     ]
     for name in a["methods"]:
-        sec = a.get(name) or {}
-        size = {k: v for k, v in sec.items() if k in ("n", "top_k", "c", "trials", "perturbation", "score")}
+        sec, keys = a.get(name) or {}, getattr(methods.get(name), "size_keys", ())
+        size = {k: sec[k] for k in keys if k in sec}
         if size:
             rows.append((f"audit.{name}", ", ".join(f"{k} {v}" for k, v in size.items())))
     return ["## Configuration", "", "| setting | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
@@ -342,11 +350,12 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
         first, last = history[0], history[-1]
         lines += [f"## The answer at round {last['round']}", "",
                   f"Every rate with its 95% interval in brackets. {COVERAGE}", ""]
-        lead = ("mr", "pearl", "pa")  # the memorization answers first, then utility
-        for name, method in sorted(methods.items(), key=lambda kv: (kv[0] not in lead, lead.index(kv[0])
-                                                                    if kv[0] in lead else 0)):
+        views = {name: view_for(method) for name, method in methods.items()}
+        # the memorization answers first (methods with a figure where higher means more memorization), then the rest
+        answers = sorted(methods, key=lambda name: not any(f.memorization for f in methods[name].figures))
+        for name in answers:
             if name in last["audit"] and name in first["audit"]:
-                text = method.summary(first["audit"][name], last["audit"][name])
+                text = views[name].summary(first["audit"][name], last["audit"][name])
                 if text:
                     lines += [text, ""]
         loss = [(h["round"], mean_train_loss(h)) for h in history if mean_train_loss(h) is not None]
@@ -355,8 +364,8 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
                       f"{loss[-1][1]:.3f} (round {loss[-1][0]}).", ""]
         lines += [_health(history), ""]
         lines += ["## Over rounds", ""]
-        panels = [(name, f"panel_{name}_{i}.png", p) for name, method in methods.items()
-                  for i, p in enumerate(method.panels)]
+        panels = [(name, f"panel_{name}_{i}.png", p) for name, view in views.items()
+                  for i, p in enumerate(view.panels)]
         for name, fname, p in panels:
             made = _panel(run_dir, fname, p.title, p.y_label, {f"{name}/{k}": v for k, v in p.figures.items()},
                           curves, bands, p.percent)
@@ -366,38 +375,40 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
                       curves, bands, percent=False)
         if made:
             lines += [f"![Training]({made})", ""]
-        for name, method in methods.items():
+        for name, view in views.items():
             secs = [h["audit"][name] for h in history if name in h["audit"]]
             if len(secs) == len(history):
-                for title, fname in method.render_run(rounds, secs, str(run_dir)):
+                for title, fname in view.render_run(rounds, secs, str(run_dir)):
                     lines += [f"![{title}]({fname})", ""]
-        lines += _figure_table(curves, rounds, bands)
+        lines += _figure_table(curves, rounds, bands, declared_figures(methods))
         if last.get("ground_truth_scores"):
             lines += _truth_table(last["ground_truth_scores"])
         if last.get("agreement"):
             lines += _agreement_table(last["agreement"])
-    lines += _configuration(cfg, history[0]["source"] if history else {})
+    lines += _configuration(cfg, history[0]["source"] if history else {}, methods)
     lines += ["Round pages: " + ", ".join(f"[round {r}](round_{r}/report.md)" for r in rounds)]
     md = "\n".join(lines)
     atomic_write_text(run_dir / "report.md", md)
     atomic_write_text(run_dir / "report.html", markdown_to_html(md, "fedmem run", run_dir))
 
 
-RATE_SUFFIXES = ("intra", "inter", "total", "_rate", "tpr", "fpr", "rouge_l", "bleu", "accuracy", "intra_minus_inter")
-
-
-def _figure_table(curves: dict, rounds: list[int], bands: dict) -> list[str]:
-    """Every headline figure per round: rates in percent with their interval, other figures as they are."""
+def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -> list[str]:
+    """Every headline figure per round: the declared ones by their kind (``figures``: ``declared_figures``) with
+    their interval, labelled as declared; any other headline number as it is."""
     def cell(k: str, r: int) -> str:
         v = dict(curves[k]).get(r)
         if v is None:
             return ""
-        if k.split("/", 1)[1].endswith(RATE_SUFFIXES):
-            ci = next(([lo, hi] for rr, lo, hi in bands.get(k, []) if rr == r), None)
-            return pct_ci(v, ci, "")
-        return f"{v:.4g}"
+        if k not in figures:
+            return f"{v:.4g}"
+        ci = next(([lo, hi] for rr, lo, hi in bands.get(k, []) if rr == r), None)
+        return figure_text(figures[k].kind, v, ci)
 
-    lines = ["## Headline figures per round", "", "Rates and scores in percent, 95% intervals in brackets.", "",
+    def name(k: str) -> str:
+        return f"{figures[k].label} (`{k}`)" if k in figures else f"`{k}`"
+
+    lines = ["## Headline figures per round", "",
+             "Rates in percent, differences in percentage points, 95% intervals in brackets.", "",
              "| figure | " + " | ".join(f"round {r}" for r in rounds) + " |", "|---|" + "---|" * len(rounds)]
-    lines += [f"| {k} | " + " | ".join(cell(k, r) for r in rounds) + " |" for k in curves]
+    lines += [f"| {name(k)} | " + " | ".join(cell(k, r) for r in rounds) + " |" for k in curves]
     return lines + [""]

@@ -26,37 +26,35 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from fedmem.fmt import pct, pct_ci, pts_ci
+from fedmem.audit.base import declared_figures
+from fedmem.fmt import figure_text
 from fedmem.io import atomic_write_json, atomic_write_text, to_jsonable
 
-MR = {"mr/intra": "MR_Intra", "mr/inter": "MR_Inter", "mr/intra_minus_inter": "MR_Intra − MR_Inter"}
-PERF = {"performance": "Performance (ROUGE-L or accuracy)"}
-TOTALS = {"mr/total": "MR_Total", "mr/verbatim_total": "Verbatim", "mr/idea_total": "Idea",
-          "mr/paraphrase_high_total": "Paraphrase (p > 0.5)", "mr/paraphrase_low_total": "Paraphrase (p ≤ 0.5)"}
-EXTRA = {"pa/pa_rate": "PA-memorized", "pearl/tpr": "PEARL TPR"}  # fedmem's own methods, where a run has them
-DIFFERENCES = {"mr/intra_minus_inter"}  # in percentage points, not clipped to [0, 1]
+DIFFERENT = ("total", "utility", "performance")  # the framework table's roles (the paper's Table 2) beside "extra"
+ANSWER = ("answer", "extra")  # every other table: the paper's MR comparison, then fedmem's own figures
+PERFORMANCE = "performance"  # the paper's "Performance" column: the first figure declared for it that a run has
 
 
 class Factor(NamedTuple):
     header: str
     path: tuple[str, ...] | None  # where config.yaml holds its value (None: derived, see _value)
     paper: str
-    columns: dict[str, str]
+    columns: tuple[str, ...]  # the roles (``Figure.sweep``) whose figures are its columns, in this order
     order: tuple = ()  # the paper's order of its values; others follow, numbers numerically
 
 
 FACTORS = {  # in the paper's table order; rows nest task, then model, then the others in this order
-    "task": Factor("Task", ("task", "name"), "Table 1", MR, ("summarization", "dialog", "qa", "classification")),
-    "framework": Factor("Framework", None, "Tables 2, 9 and 15", {"utility/bleu": "BLEU"} | PERF | TOTALS,
+    "task": Factor("Task", ("task", "name"), "Table 1", ANSWER, ("summarization", "dialog", "qa", "classification")),
+    "framework": Factor("Framework", None, "Tables 2, 9 and 15", ("utility", "performance", "total", "extra"),
                         ("CL", "FL")),
-    "decoding": Factor("Decoding", ("audit", "decoding", "strategy"), "Table 3", MR,
+    "decoding": Factor("Decoding", ("audit", "decoding", "strategy"), "Table 3", ANSWER,
                        ("temperature", "top_k", "top_p", "greedy")),
-    "prefix_len": Factor("Prefix length", ("audit", "prefix_len"), "Table 4", MR),
-    "algorithm": Factor("Federated algorithm", ("strategy", "name"), "Tables 5 and 12", MR | PERF,
-                        ("fedavg", "fedprox")),
-    "model": Factor("Model", ("model", "name"), "Table 13", MR,
+    "prefix_len": Factor("Prefix length", ("audit", "prefix_len"), "Table 4", ANSWER),
+    "algorithm": Factor("Federated algorithm", ("strategy", "name"), "Tables 5 and 12",
+                        ("answer", "performance", "extra"), ("fedavg", "fedprox")),
+    "model": Factor("Model", ("model", "name"), "Table 13", ANSWER,
                     ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama3.2-1b", "llama3.2-3b")),
-    "rounds": Factor("Communication rounds", ("strategy", "num_rounds"), "Table 14", MR | PERF),
+    "rounds": Factor("Communication rounds", ("strategy", "num_rounds"), "Table 14", ("answer", "performance", "extra")),
 }
 NESTING = ("task", "model", "framework", "algorithm", "rounds", "decoding", "prefix_len")
 WIDE = {"model": "task"}  # Table 13 puts the tasks side by side
@@ -81,6 +79,26 @@ def _leaves(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
+    """``{figure: header}`` of the figures every registered method declares for these roles (``Figure.sweep``), by
+    role in the order given; the performance role is one column, whichever of its figures a run has."""
+    declared = declared_figures()
+    columns: dict[str, str] = {}
+    for role in roles:
+        chosen = {k: f.label for k, f in declared.items() if f.sweep == role}
+        if role == PERFORMANCE and chosen:
+            columns[PERFORMANCE] = f"Performance ({' or '.join(chosen.values())})"
+        else:
+            columns |= chosen
+    return columns
+
+
+def _kind(figure: str) -> str:
+    """How a sweep figure reads: as its method declares it (the performance column is a rate)."""
+    declared = declared_figures().get(figure)
+    return declared.kind if declared else "rate"
+
+
 def _value(job: dict, factor: str):
     if factor == "framework":
         return "CL" if job["config"].get("strategy.name") == "centralized" else "FL"
@@ -103,9 +121,9 @@ def load_sweep(sweep_dir: Path) -> list[dict]:
         summary = json.loads(summary_path.read_text())
         final = {k: v[-1] for k, v in summary.get("curves", {}).items() if v}  # figure: [round, value]
         ci95 = {k: {r: [lo, hi] for r, lo, hi in v} for k, v in (summary.get("ci95") or {}).items()}
-        utility = next((k for k in ("utility/rouge_l", "utility/accuracy") if k in final), None)
-        if utility:  # the paper's "Performance": ROUGE-L, or accuracy for classification
-            final["performance"], ci95["performance"] = final[utility], ci95.get(utility, {})
+        performance = next((k for k, f in declared_figures().items() if f.sweep == PERFORMANCE and k in final), None)
+        if performance:  # the paper's "Performance": ROUGE-L, or accuracy for classification
+            final[PERFORMANCE], ci95[PERFORMANCE] = final[performance], ci95.get(performance, {})
         config = _leaves(yaml.safe_load(cfg_path.read_text()))
         jobs.append({"dir": cfg_path.parent.name, "config": config,
                      "final": {k: float(v) for k, (_, v) in final.items()},
@@ -138,7 +156,7 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
     if n >= 2:
         half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / math.sqrt(n))
         lo, hi, kind = mean - half, mean + half, "t95_seeds"
-        if figure not in DIFFERENCES:
+        if _kind(figure) == "rate":
             lo, hi = max(lo, 0.0), min(hi, 1.0)
     else:
         lo, hi = runs[0]["ci95"].get(figure) or (None, None)
@@ -167,9 +185,9 @@ def sweep_tables(jobs: list[dict]) -> dict[str, dict]:
         groups: dict[tuple, list[dict]] = {}
         for j in jobs:
             groups.setdefault(tuple(_value(j, g) for g in rows_by), []).append(j)
-        spec = FACTORS.get(factor, Factor(factor, None, "", MR | PERF))
+        spec = FACTORS.get(factor, Factor(factor, None, "", ("answer", "performance", "extra")))
         present = {k for j in jobs for k in j["final"]}
-        columns = {k: v for k, v in (spec.columns | EXTRA).items() if k in present}
+        columns = {k: v for k, v in sweep_columns(spec.columns).items() if k in present}
         rows = []
         for key in sorted(groups, key=lambda key: [_sort_key(g, v) for g, v in zip(rows_by, key)]):
             group = groups[key]
@@ -184,9 +202,7 @@ def _fmt(figure: str, cell: dict | None) -> str:
     if cell is None:
         return ""
     ci = [cell["lo"], cell["hi"]] if cell["lo"] is not None else None
-    if figure in DIFFERENCES:
-        return pts_ci(cell["mean"], ci)
-    return pct_ci(cell["mean"], ci) if ci else pct(cell["mean"])
+    return figure_text(_kind(figure), cell["mean"], ci)
 
 
 def _header(factor: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from fedmem.cli import verbosity
 from fedmem.console import configure_logging, round_line
-from fedmem.fmt import pct
+from fedmem.fmt import pct_ci, pts_ci
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +34,12 @@ def test_a_round_line_holds_every_methods_headline(run):
     assert line.startswith("fedmem: round 1/1  train loss ")
     loss = sum(m["train_loss"] for m in report["train"]) / len(report["train"])
     assert f"train loss {loss:.3f}" in line
-    assert f"ROUGE-L {pct(audit['utility']['headline']['rouge_l'])}" in line
-    assert f"MR intra {pct(mr['intra'])} inter {pct(mr['inter'])} (diff " in line
+    utility = audit["utility"]["headline"]
+    assert f"ROUGE-L {pct_ci(utility['rouge_l'], utility['rouge_l_ci95'])}" in line
+    assert f"MR_Intra {pct_ci(mr['intra'], mr['intra_ci95'])}  MR_Inter {pct_ci(mr['inter'], mr['inter_ci95'])}" in line
+    assert f"MR_Intra − MR_Inter {pts_ci(mr['intra_minus_inter'], mr['intra_minus_inter_ci95'])}" in line
     assert f"PA-memorized {pa['pa_memorized']} of {pa['audited']}" in line
-    assert f"PEARL TPR {pct(pearl['tpr'])} at FPR {pct(pearl['fpr'])}" in line
+    assert f"PEARL TPR {pct_ci(pearl['tpr'], pearl['tpr_ci95'])}  PEARL FPR {pct_ci(pearl['fpr'], pearl['fpr_ci95'])}" in line
     assert re.search(r"  [\d.]+ s training \+ [\d.]+ s audit$", line), line
     assert "e+" not in line and "e-0" not in line  # no scientific notation
 

@@ -99,13 +99,15 @@ def test_only_the_flower_apps_import_flwr():
 
 
 def test_lower_layers_never_import_upper_ones():
-    """cli -> Flower apps -> runtime -> auditor -> audit methods -> generation / scoring / model / data -> config."""
+    """cli -> Flower apps -> runtime -> auditor / reports -> views -> audit methods -> generation / scoring / model /
+    data -> config."""
     graph = project_graph()
     layers = [
         ("fedmem.cli",),
         ("clients", "server"),
         ("fedmem.runtime", "fedmem.offline_audit"),
         ("fedmem.auditor", "fedmem.report", "fedmem.sweep"),
+        ("fedmem.views",),
         ("fedmem.experiment_config",),
         ("fedmem.audit",),
         ("fedmem.generation", "fedmem.scoring", "fedmem.model", "fedmem.data", "fedmem.train"),
@@ -122,6 +124,18 @@ def test_lower_layers_never_import_upper_ones():
         if layer(mod) is not None and layer(dep) is not None and layer(dep) < layer(mod)
     )
     assert upward == []
+
+
+def test_audit_methods_compute_and_views_plot():
+    """No module of fedmem/audit imports a plotting library or the figure helpers: plots live in fedmem/views."""
+    plotting = ("matplotlib", "fedmem.io.pyplot", "fedmem.io.save_figure")
+    offenders = sorted(
+        f"{module_name(p)} -> {n}" for p in (ROOT / "fedmem" / "audit").rglob("*.py") for n in imported_names(p)
+        if any(n == x or n.startswith(x + ".") for x in plotting)
+    )
+    assert offenders == []
+    assert any("matplotlib" in n or n.endswith(".pyplot") for p in (ROOT / "fedmem" / "views").glob("*.py")
+               for n in imported_names(p))  # the check above looks at real imports: the views do make plots
 
 
 def test_benches_never_import_tests():

@@ -34,7 +34,15 @@ from fedmem.config import ModelConfig
 from fedmem.io import to_jsonable
 from fedmem.model.load import wrap_lora
 from fedmem.scoring import TokenStats, token_logprobs, token_stats
-from fedmem.testing import make_run, make_sample, memorize, texts, tiny_model, tiny_tokenizer
+from fedmem.testing import (
+    make_run,
+    make_sample,
+    memorize,
+    texts,
+    tiny_model,
+    tiny_tokenizer,
+)
+from fedmem.views import view_for
 
 ROOT = Path(__file__).resolve().parents[1]
 N_CLIENTS, N, SUFFIX = 3, 16, 24  # 48 members against 48 non-members
@@ -201,9 +209,9 @@ def test_section_is_serialisable_and_follows_the_report_schema(lora):
     assert set(trained["attacks"]) == set(ATTACKS) and len(trained["samples"]) == len(method.samples)
     canaries = [s for s in trained["samples"] if not s["drawn"]]
     assert len(canaries) == N_CLIENTS and all(s["split"] == "train" for s in canaries)
-    md = method.markdown(trained)
+    md = view_for(method).markdown(trained)
     assert "| Min-K%++ |" in md and "TPR @ 1% FPR" in md and "steps of 2.08%" in md
-    assert method.summary(lora[4], trained).startswith("**Membership inference.**")
+    assert view_for(method).summary(lora[4], trained).startswith("**Membership inference.**")
 
 
 def test_truth_rows_decide_at_the_5pct_threshold_of_the_chosen_attack(lora):
@@ -320,6 +328,7 @@ def test_a_training_run_audits_with_mia_and_reports_it(compose, tmp_path):
     import io
 
     from conftest import report_schema_errors
+
     from fedmem.cli import run_experiment
 
     d = compose("strategy=centralized", "audit.methods=[mia]", "audit.mia.n=3", "audit.mia.suffix_len=16")

@@ -13,6 +13,7 @@ import pytest
 from fedmem.audit.base import RoundContext
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.testing import make_run, tiny_model, tiny_tokenizer
+from fedmem.views import view_for
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +66,9 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert texts[0][g0:g1].split() == target[s0:s1].split() and s1 - s0 > len(target) // 2
     assert "generation" not in hit[0] and "suffix_text" not in match  # no text without audit.reveal_text
     assert sec["examples"] == []
-    pngs = method.render(sec, str(tmp_path))
+    pngs = view_for(method).render(sec, str(tmp_path))
     assert [f for _, f in pngs] == ["mr_heatmaps.png"] and (tmp_path / "mr_heatmaps.png").stat().st_size > 0
-    md = method.markdown(sec)
+    md = view_for(method).markdown(sec)
     assert "MR(j→k)" in md and "MR_TotalFL |" in md
     assert "Incoherent generations dropped: 1 (0: 0, 1: 1)" in md
     assert f"MR_Intra − MR_Inter (any): {100 * w0 / 3:+.2f} pts [" in md  # client 0 hits itself once, nobody else
@@ -94,7 +95,7 @@ def test_revealed_text_reaches_records_and_examples(parts, tmp_path):
     assert rec["generation"] == texts[0] and rec["prefix_text"] == run.train[0][0].prefix_text
     assert target in [m["suffix_text"] for m in rec["matches"]]
     g0, g1, _, _ = e["spans"][0]
-    md = method.markdown(sec)
+    md = view_for(method).markdown(sec)
     assert "| verbatim | 0 → 1 |" in md and f"**{texts[0][g0:g1].strip()}**" in md  # the matched passage in bold
 
 
@@ -104,7 +105,7 @@ def test_cl_label_reports_total_cl(parts, tmp_path):
     ctx = RoundContext(run=run, round=0, model=model, label="cl")
     sec = method.audit(ctx)  # real generation by the untrained tiny model
     assert sec["setting"] == "cl" and set(sec["total"]) == set(sec["intra"])  # same keys in FL and CL reports
-    assert "MR_TotalCL |" in method.markdown(sec)
+    assert "MR_TotalCL |" in view_for(method).markdown(sec)
     assert all(0.0 <= v <= 1.0 for row in sec["matrix"]["any"] for v in row)
     assert sum(sec["n"]) == 4
 

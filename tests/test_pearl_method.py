@@ -9,9 +9,10 @@ import torch
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
 from fedmem.audit.calibration import calibrate_threshold
-from fedmem.io import to_jsonable
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
+from fedmem.io import to_jsonable
 from fedmem.testing import make_run, memorize, tiny_model, tiny_tokenizer
+from fedmem.views import view_for
 
 N_CLIENTS, N = 2, 2
 CFG = dict(n=N, samples_per_intensity=4, max_new_tokens=20)
@@ -169,12 +170,12 @@ def test_reported_fpr_is_measured_on_held_out_non_members(audited):
 
 def test_render_and_markdown(audited, tmp_path):
     method, _, section, _, _ = audited
-    files = method.render(section, str(tmp_path))
+    files = view_for(method).render(section, str(tmp_path))
     assert [f for _, f in files] == ["pearl_fpr.png", "pearl_hist.png"]
     for _, f in files:
         with open(tmp_path / f, "rb") as fh:
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
-    md = method.markdown(section)
+    md = view_for(method).markdown(section)
     assert "held-out FPR" in md and "cross-fitted" in md and "Share of the prefix changed" in md
     assert "| members |" in md and "| nonmembers |" in md and "PEARL only" in md
 

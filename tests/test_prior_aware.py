@@ -11,26 +11,33 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, RoundContext, build_method_config
-from fedmem.config import Decoding
-from fedmem.io import to_jsonable
-from fedmem.model.tiny import qwen2_model
+from fedmem.audit.base import (
+    AUDIT_METHODS,
+    AuditRun,
+    AuditSample,
+    RoundContext,
+    build_method_config,
+)
 from fedmem.audit.prior_aware import (
-    public_generic_pairs,
     GENERIC_LONG,
     GENERIC_SHORT,
     PriorAwareConfig,
     PriorAwareMemorization,
     default_generic,
     default_m,
-    log10_histogram,
     generic_pairs,
+    log10_histogram,
     mean_ratio_log,
     pa_decisions,
     prior_estimate,
+    public_generic_pairs,
     sample_prior_prefixes,
 )
+from fedmem.config import Decoding
+from fedmem.io import to_jsonable
+from fedmem.model.tiny import qwen2_model
 from fedmem.scoring import prior_logprobs, sequence_logprobs
+from fedmem.views import view_for
 
 # ---------------------------------------------------------------- real tiny parts
 
@@ -330,9 +337,9 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     text = json.dumps(to_jsonable(sec))
     assert "<redacted sha256:" in text
     assert all(s.suffix_text not in text for v in samples.values() for s in v)
-    md = method.markdown(sec)
+    md = view_for(method).markdown(sec)
     assert "| **all** | **10** |" in md and "canary, 4 copies" in md
-    [(title, fname)] = method.render(sec, str(tmp_path))
+    [(title, fname)] = view_for(method).render(sec, str(tmp_path))
     png = (tmp_path / fname).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
     assert [p.name for p in tmp_path.iterdir()] == [fname]  # no temp file left behind

@@ -10,7 +10,7 @@ log-probabilities, which are memoised per round, so two methods asking for the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -161,29 +161,50 @@ class RoundContext:
 
 
 @dataclass(frozen=True)
-class Panel:
-    """One plot of the run page: headline figures of a method over rounds. ``figures`` maps a headline key to its
-    legend label; a key ``<figure>_ci95`` beside a figure in the headline draws its 95% interval as a band."""
+class Figure:
+    """One headline figure a method declares: the console line, the pages, ``summary.json`` and the sweep tables show
+    it from this declaration alone, so none of them needs to know the method.
 
-    title: str
-    y_label: str
-    figures: dict[str, str]
-    percent: bool = True  # rates (fractions) shown in percent
+    ``kind`` says how it reads: a ``rate`` (a fraction, shown in percent), a ``difference`` of two rates (percentage
+    points, may be negative), a ``count`` (of ``of``, another headline key, when given), or a ``score`` (a number
+    such as a ROC AUC). Its 95% interval, when it has one, sits in the headline under ``ci`` (``<key>_ci95`` unless
+    said otherwise). ``memorization``: True when a higher value means more memorization, False when lower does, None
+    for figures that measure something else (utility). ``console``: on the one line printed per round. ``sweep``:
+    which columns of the sweep tables it fills: ``answer`` (the paper's MR comparison, every table but the
+    framework's), ``total`` and ``utility`` (the framework table, the paper's Table 2), ``performance`` (the paper's
+    "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none)."""
+
+    key: str
+    label: str
+    kind: Literal["rate", "difference", "count", "score"] = "rate"
+    ci: str | None = ""
+    memorization: bool | None = True
+    console: bool = False
+    of: str | None = None
+    sweep: Literal["answer", "total", "utility", "performance", "extra"] | None = "extra"
+
+    def __post_init__(self):
+        if self.ci == "":
+            object.__setattr__(self, "ci", None if self.kind == "count" else f"{self.key}_ci95")
 
 
 class AuditMethod:
     """An audit method: a config class, ``audit(ctx)`` per round, and optional hooks with neutral defaults.
 
     Nothing outside a method knows its internals: the auditor builds it from its validated ``Config``, calls
-    ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, renders its
-    section for the human report, and calls ``close`` at the end of the run. Every section has the same outer
-    shape (``config``, ``headline``, then the method's own figures; see ``fedmem/report.schema.json``).
+    ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, and calls
+    ``close`` at the end of the run. Every section has the same outer shape (``config``, ``headline``, then the
+    method's own figures; see ``fedmem/report.schema.json``); ``figures`` declares the headline's figures, from which
+    the console, the pages, ``summary.json`` and the sweep tables show them. How a section reads on a page (its
+    Markdown, plots, the run page's answer) is its view's business (``fedmem.views``): a method computes, imports no
+    plotting library and renders nothing.
     """
 
     name: ClassVar[str] = ""
     Config: ClassVar[type] = dict
     title: ClassVar[str] = ""  # the section's heading in the human reports
-    panels: ClassVar[tuple[Panel, ...]] = ()  # the run page's plots over rounds
+    figures: ClassVar[tuple[Figure, ...]] = ()  # its headline figures, in the order they are shown
+    size_keys: ClassVar[tuple[str, ...]] = ()  # the config keys that size its audit (the run page's configuration)
     # compares the rows a model was trained on with rows it was not: an audit of a model fedmem did not train needs
     # the data to say which rows those are (data.membership_column)
     compares_members: ClassVar[bool] = False
@@ -231,23 +252,6 @@ class AuditMethod:
         rows = self.truth_rows(section)
         return {self.name: rows} if rows else {}
 
-    def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
-        """Write plots for the human report; return (title, file name relative to out_dir) pairs."""
-        return []
-
-    def markdown(self, section: dict[str, Any]) -> str:
-        """A short Markdown summary of the section for the human report."""
-        return ""
-
-    def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
-        """The run page's answer from this method (Markdown): what the last audited round says, and how it moved
-        since the first (round 0, the model before fine-tuning, in a training run)."""
-        return ""
-
-    def render_run(self, rounds: list[int], sections: list[dict[str, Any]], out_dir: str) -> list[tuple[str, str]]:
-        """Plots over all rounds for the run page beyond its ``panels`` (title, file name relative to out_dir)."""
-        return []
-
     def close(self) -> None:
         """Release what the method holds beyond the run (e.g. the Elasticsearch indices it created)."""
 
@@ -263,6 +267,13 @@ def register(cls: type[AuditMethod]) -> type[AuditMethod]:
         raise ValueError(f"audit method {cls.name!r} is registered twice")
     AUDIT_METHODS[cls.name] = cls
     return cls
+
+
+def declared_figures(methods: dict[str, Any] | None = None) -> dict[str, Figure]:
+    """``{"<method>/<key>": Figure}``: the headline figures ``methods`` (name: class or instance) declare, every
+    registered method's by default. The keys are those of ``summary.json``'s curves."""
+    methods = AUDIT_METHODS if methods is None else methods
+    return {f"{name}/{f.key}": f for name, m in methods.items() for f in m.figures}
 
 
 def build_method_config(name: str, section: dict[str, Any] | None) -> Any:

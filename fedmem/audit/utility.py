@@ -9,10 +9,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, Panel, RoundContext, register
+from fedmem.audit.base import AuditMethod, Figure, RoundContext, register
 from fedmem.audit.performance import rouge_l
 from fedmem.config import Decoding, check_fields, option, positive
-from fedmem.fmt import pct, pct_ci, pts_ci
 
 NAMES = {"rouge_l": "ROUGE-L", "bleu": "BLEU", "accuracy": "accuracy"}
 
@@ -46,8 +45,10 @@ class Utility(AuditMethod):
     name = "utility"
     Config = UtilityConfig
     title = "Utility on held-out test samples"
-    panels = (Panel("Utility on held-out test samples", "score %", {"rouge_l": "ROUGE-L", "bleu": "BLEU",
-                                                                   "accuracy": "accuracy"}),)
+    size_keys = ("n",)
+    figures = (Figure("rouge_l", NAMES["rouge_l"], memorization=None, console=True, sweep="performance"),
+               Figure("accuracy", NAMES["accuracy"], memorization=None, console=True, sweep="performance"),
+               Figure("bleu", NAMES["bleu"], memorization=None, sweep="utility"))
 
     @classmethod
     def samples_needed(cls, cfg: UtilityConfig) -> dict[str, int]:
@@ -83,20 +84,3 @@ class Utility(AuditMethod):
             headline[f"{k}_ci95"] = [weighted[k] - half, weighted[k] + half]
         return {"config": asdict(self.cfg), "headline": headline, "per_client": clients, "weighted": weighted}
 
-    def markdown(self, section: dict) -> str:
-        keys = list(section.get("weighted", {}))
-        names = self.run.client_names
-        rows = ["| client | " + " | ".join(f"{NAMES[k]} %" for k in keys) + " | test samples |",
-                "|---" * (len(keys) + 2) + "|"]
-        for v in section.get("per_client", []):
-            rows.append(f"| {names.get(v['client'], v['client'])} | " + " | ".join(pct(v[k], "") for k in keys)
-                        + f" | {v['n']} |")
-        h = section["headline"]
-        rows.append("| **all** | " + " | ".join(f"**{pct_ci(h[k], h.get(k + '_ci95'), '')}**" for k in keys) + " | |")
-        return "\n".join(rows)
-
-    def summary(self, first: dict, last: dict) -> str:
-        k = next(iter(last["weighted"]))
-        h, f = last["headline"], first["headline"]
-        return (f"**Utility.** {NAMES[k]} on held-out test samples {pct_ci(h[k], h.get(k + '_ci95'))} "
-                f"({pts_ci(h[k] - f[k], None)} since the first audited round, {pct(f[k])}).")
