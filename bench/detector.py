@@ -25,9 +25,10 @@ from collections import Counter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from references import seed_rule_categories
+
 from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
 from fedmem.audit.detector.detector import STAGES
-from fedmem.testing import seed_rule_categories
 
 # -- a small sentence grammar per domain (shared vocabulary makes retrieved suffixes topical) ---------------
 DOMAINS = {

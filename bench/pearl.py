@@ -20,8 +20,8 @@ import torch
 
 from fedmem.audit.base import AuditRun, RoundContext
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
+from fedmem.audit.samples import header_ids, text_sample
 from fedmem.config import Decoding
-from fedmem.testing import make_sample, prompt_header
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
              "th", "st", "ch", "br", "on", "er", "in", "at"]
@@ -61,16 +61,17 @@ def main() -> None:
     t0 = time.perf_counter()
     tok, model = build(seed=0)
     texts = corpus(2 * args.clients * args.n * 4, seed=1)
-    train, test, k = {}, {}, 0
+    train, test, k, header = {}, {}, 0, header_ids(tok)
     for c in range(args.clients):
         train[c], test[c] = [], []
         for split, dest in (("train", train[c]), ("test", test[c])):
             for i in range(args.n):
                 text = " ".join(texts[k : k + 4])
                 k += 4
-                dest.append(make_sample(tok, text, c, split, i, args.prefix, args.suffix))
+                ids = tok(text, add_special_tokens=False)["input_ids"]
+                dest.append(text_sample(tok, ids, header, args.prefix, c, split, i, args.suffix))
     run = AuditRun(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
-                   decoding=Decoding(), prefix_len=args.prefix, prompt_header=prompt_header(tok), seed=0)
+                   decoding=Decoding(), prefix_len=args.prefix, prompt_header=header, seed=0)
     setup_s = time.perf_counter() - t0
     print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
 

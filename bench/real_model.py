@@ -18,13 +18,13 @@ import argparse
 import time
 
 import torch
+from references import english_passages
 
 from fedmem.config import Decoding, ModelConfig, TrainConfig
 from fedmem.experiment_config import compose_dict
 from fedmem.generation import generate_batched
 from fedmem.model.load import load_base, wrap_lora
 from fedmem.scoring import sequence_logprobs
-from fedmem.testing import english_passages
 from fedmem.train import train_local
 
 

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 from rank_bm25 import BM25
+from references import lucene_top_k, stored_length, zipf_texts
 
 from fedmem.audit.suffix_index import analyze, query_terms, suffix_index
-from fedmem.testing import lucene_top_k, stored_length, zipf_texts
 
 
 class LuceneBM25(BM25):

@@ -10,7 +10,13 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.audit.detector import CATEGORIES, Case, Detection, DetectorConfig, PlagiarismDetector  # noqa: E402
+from fedmem.audit.detector import (  # noqa: E402
+    CATEGORIES,
+    Case,
+    Detection,
+    DetectorConfig,
+    PlagiarismDetector,
+)
 from fedmem.audit.detector.preprocess import split_sentences  # noqa: E402
 
 # Unrelated filler around the passages under test, different on the two sides.
@@ -195,7 +201,7 @@ def test_with_the_gate_off_entities_only_annotate(detector):
 
 
 def test_batch_categories_equal_the_seed_rule_oracle(detector):
-    from fedmem.testing import seed_rule_categories
+    from bench.references import seed_rule_categories
 
     pairs = [
         (PARA_GEN, PARA_SUF),

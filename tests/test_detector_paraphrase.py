@@ -184,7 +184,11 @@ def tiny_roberta(tmp_path_factory):
     """A randomly initialised two-class RoBERTa saved as a local checkpoint (weights are random: only the
     loading and scoring code is under test, not paraphrase quality)."""
     import torch
-    from transformers import AutoTokenizer, RobertaConfig, RobertaForSequenceClassification
+    from transformers import (
+        AutoTokenizer,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+    )
 
     path = tmp_path_factory.mktemp("tiny-roberta-mrpc")
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()), local_files_only=True)

@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 
 from fedmem.cli import run_experiment
 from fedmem.experiment_config import from_dict
-from fedmem.runtime import client_round, fresh_lora_model, run_centralized
 from fedmem.model.load import adapter_state
+from fedmem.runtime import client_round, fresh_lora_model, run_centralized
 from fedmem.train import proximal_term, train_local
 from tests.conftest import ray_processes, report_schema_errors
 

@@ -8,10 +8,9 @@ import importlib.util
 import re
 
 import pytest
+from conftest import SMOLLM2
 
 from fedmem.config import ModelConfig
-
-from conftest import SMOLLM2
 
 
 @pytest.fixture

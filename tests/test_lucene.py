@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from bench.references import stored_length
 from fedmem.audit.lucene import Bm25Matrix, byte4_to_int, int_to_byte4, standard_tokens
-from fedmem.testing import stored_length
 
 
 def test_length_norm_is_exact_below_40_and_rounds_down_beyond():

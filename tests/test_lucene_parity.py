@@ -5,8 +5,8 @@ where Java or the jar is missing."""
 import numpy as np
 import pytest
 
+from bench.references import english_passages, lucene_top_k, zipf_texts
 from fedmem.audit.suffix_index import query_terms, suffix_index
-from fedmem.testing import english_passages, lucene_top_k, zipf_texts
 
 
 def agreement(docs: list[str], queries: list[str], workdir) -> dict[str, float]:

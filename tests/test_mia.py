@@ -12,6 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import (
+    make_run,
+    make_sample,
+    memorize,
+    texts,
+    tiny_model,
+    tiny_tokenizer,
+)
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
 from fedmem.audit.calibration import roc_auc
@@ -34,14 +42,6 @@ from fedmem.config import ModelConfig
 from fedmem.io import to_jsonable
 from fedmem.model.load import wrap_lora
 from fedmem.scoring import TokenStats, token_logprobs, token_stats
-from fedmem.testing import (
-    make_run,
-    make_sample,
-    memorize,
-    texts,
-    tiny_model,
-    tiny_tokenizer,
-)
 from fedmem.views import view_for
 
 ROOT = Path(__file__).resolve().parents[1]

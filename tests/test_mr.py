@@ -9,10 +9,10 @@ import gzip
 import json
 
 import pytest
+from helpers import make_run, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import RoundContext
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from fedmem.testing import make_run, tiny_model, tiny_tokenizer
 from fedmem.views import view_for
 
 

@@ -137,9 +137,8 @@ def test_a_sweep_checks_every_jobs_sample_pool_before_the_first_job_runs(trained
 def _external_model(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A tiny model and a LoRA adapter saved with save_pretrained, and a local JSONL of two sites' records."""
     import torch
+    from helpers import texts, tiny_model, tiny_tokenizer
     from peft import LoraConfig, get_peft_model
-
-    from fedmem.testing import texts, tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()
     base = tiny_model(tok, seed=3)

@@ -6,12 +6,12 @@ import os
 import numpy as np
 import pytest
 import torch
+from helpers import make_run, memorize, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
 from fedmem.audit.calibration import calibrate_threshold
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
 from fedmem.io import to_jsonable
-from fedmem.testing import make_run, memorize, tiny_model, tiny_tokenizer
 from fedmem.views import view_for
 
 N_CLIENTS, N = 2, 2

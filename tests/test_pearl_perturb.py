@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import make_sample, tiny_tokenizer
 
 from fedmem.audit.perturb import (
     bitflip,
@@ -14,7 +15,6 @@ from fedmem.audit.perturb import (
 )
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.wordnet import WordNet, WordNetMissing
-from fedmem.testing import make_sample, tiny_tokenizer
 
 TEXT = (
     "In the end, Barack Obama will remember not the words of our enemies in Paris, "

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from bench.references import english_passages
 from fedmem.cli import run_experiment
 from fedmem.experiment_config import compose_dict
-from fedmem.testing import english_passages
 from tests.conftest import FAST
 
 LOCAL_FAST = [o for o in FAST if not o.startswith(("data.public_size", "data.canary", "data.shared"))]

@@ -5,8 +5,14 @@ import json
 
 import pytest
 
-from fedmem.data import DataConfig, TaskConfig, format_example, format_prompt, load_federated
-from fedmem.testing import english_passages
+from bench.references import english_passages
+from fedmem.data import (
+    DataConfig,
+    TaskConfig,
+    format_example,
+    format_prompt,
+    load_federated,
+)
 
 SECTIONS = ["alpha", "beta", "gamma"]
 
@@ -114,9 +120,9 @@ def tiny_tokenizer_en(prose):
 
 
 def test_the_tiny_base_is_built_from_the_datas_public_corpus_and_cached_by_it(prose, tmp_path, monkeypatch):
+    import fedmem.model.tiny as tiny
     from fedmem.config import TinyModelConfig
     from fedmem.data.synthetic import make_public_corpus
-    import fedmem.model.tiny as tiny
 
     path, rows = prose
     cfg = TinyModelConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=1,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from bench.references import english_passages
 from fedmem.cli import main, run_experiment
 from fedmem.experiment_config import compose_dict
-from fedmem.testing import english_passages
 from tests.conftest import report_schema_errors
 
 

@@ -11,6 +11,7 @@ seeded draw, in which boilerplate occurs at its natural rate.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.config import AuditConfig
@@ -20,40 +21,43 @@ from fedmem.data import continuation_header, format_prompt
 MIN_SUFFIX_TOKENS = 20
 
 
+def header_ids(tokenizer, plain: bool = False) -> tuple[int, ...]:
+    """The ids every audit prompt starts with: the chat template's open user turn (none for a plain task or a
+    tokenizer without a template)."""
+    header = "" if plain else continuation_header(tokenizer)
+    return tuple(tokenizer(header, add_special_tokens=False)["input_ids"]) if header else ()
+
+
+def text_sample(tokenizer, ids: list[int], header: tuple[int, ...], prefix_len: int, client: int, split: str,
+                idx: int, suffix_len: int | None = None, tags: dict | None = None) -> AuditSample:
+    """The audit sample of one tokenized text: its first ``prefix_len`` tokens the prefix, the rest (or the next
+    ``suffix_len``) the suffix, the prompt ``header`` + the prefix; utility's reference is the suffix's text."""
+    prefix, suffix = ids[:prefix_len], ids[prefix_len : None if suffix_len is None else prefix_len + suffix_len]
+    suffix_text = tokenizer.decode(suffix)
+    return AuditSample(id=f"c{client}/{split}/{idx}", client=client, split=split, prompt_ids=header + tuple(prefix),
+                       prefix_ids=tuple(prefix), suffix_ids=tuple(suffix), prefix_text=tokenizer.decode(prefix),
+                       suffix_text=suffix_text, reference=suffix_text, tags=dict(tags or {}),
+                       full_prompt_ids=header + tuple(prefix))
+
+
 def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> AuditRun:
     """The run's fixed audit pool (``audit.samples_per_client`` train and ``audit.test_per_client`` test samples
     per client). A client that cannot supply the requested number is an error naming both numbers."""
     rng = random.Random(seed)
-    header = "" if task.plain else continuation_header(tokenizer)
-    header_ids = tuple(tokenizer(header, add_special_tokens=False)["input_ids"]) if header else ()
+    header = header_ids(tokenizer, task.plain)
     min_tokens = audit.prefix_len + MIN_SUFFIX_TOKENS
 
     def prepare(rec, client: int, split: str, idx: int) -> AuditSample | None:
         ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
         if len(ids) < min_tokens:
             return None
-        prefix, suffix = ids[: audit.prefix_len], ids[audit.prefix_len :]
-        prefix_text, suffix_text = tokenizer.decode(prefix), tokenizer.decode(suffix)
+        sample = text_sample(tokenizer, ids, header, audit.prefix_len, client, split, idx,
+                             tags={**dict(rec.tags), "record_id": rec.id})
         if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
-            reference, utility_prompt = suffix_text, header_ids + tuple(prefix)
-        else:  # utility scores the answer to the whole instruction, as trained
-            reference = rec.assistant
-            utility_prompt = tuple(tokenizer(format_prompt(tokenizer, rec.user, task.plain),
-                                             add_special_tokens=False)["input_ids"])
-        return AuditSample(
-            id=f"c{client}/{split}/{idx}",
-            client=client,
-            split=split,
-            prompt_ids=header_ids + tuple(prefix),
-            prefix_ids=tuple(prefix),
-            suffix_ids=tuple(suffix),
-            prefix_text=prefix_text,
-            suffix_text=suffix_text,
-            reference=reference,
-            label=rec.label,
-            tags={**dict(rec.tags), "record_id": rec.id},
-            full_prompt_ids=utility_prompt,
-        )
+            return replace(sample, label=rec.label)
+        # utility scores the answer to the whole instruction, as trained
+        prompt = tokenizer(format_prompt(tokenizer, rec.user, task.plain), add_special_tokens=False)["input_ids"]
+        return replace(sample, reference=rec.assistant, label=rec.label, full_prompt_ids=tuple(prompt))
 
     def pick(records, n: int | str, client: int, split: str, key: str) -> list[AuditSample]:
         seen, canaries, rest = set(), [], []
@@ -89,7 +93,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         tokenizer=tokenizer,
         decoding=audit.decoding,
         prefix_len=audit.prefix_len,
-        prompt_header=header_ids,
+        prompt_header=header,
         seed=seed,
         ground_truth=data.ground_truth,
         reveal_text=audit.reveal_text,

@@ -1,0 +1,94 @@
+"""Small real parts for the tests: a byte-level BPE tokenizer with a ChatML template trained on seeded sentences
+(the tiny preset's recipe), small Qwen2 models, and audit samples made from texts.
+
+Everything here is deterministic from its seed, so a test or bench that builds the same part twice gets the
+same weights and the same samples.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.audit.samples import header_ids, text_sample
+from fedmem.batching import language_model_batch
+from fedmem.config import Decoding
+from fedmem.model.tiny import qwen2_model, train_tokenizer
+
+USER_TEMPLATE = "Please continue the following text. {text}"
+
+SUBJECTS = ["The patient", "Our team", "The galaxy", "A doctor", "The committee", "This model", "The river", "A farmer"]
+VERBS = ["reported", "observed", "described", "measured", "discovered", "remembered", "explained", "noticed"]
+OBJECTS = ["a severe headache", "the faint signal", "an unusual pattern", "the new medication", "a quiet village",
+           "the dark matter halo", "several old records", "a rapid change"]
+TAILS = ["after three weeks.", "during the night.", "in the northern region.", "with great care.",
+         "before the meeting ended.", "near the old bridge.", "under heavy rain.", "without any warning."]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    parts = (SUBJECTS, VERBS, OBJECTS, TAILS)
+    return [" ".join(rng.choice(p) for p in parts) for _ in range(n)]
+
+
+def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
+    """``n`` paragraphs of ``n_sentences`` random sentences each."""
+    return [" ".join(sentences(n_sentences, seed * 1000 + i)) for i in range(n)]
+
+
+@functools.lru_cache(maxsize=2)
+def tiny_tokenizer(vocab_size: int = 512):
+    """The tiny preset's tokenizer recipe (byte-level BPE, ChatML template) on seeded sentences."""
+    return train_tokenizer(sentences(400, seed=1) + [USER_TEMPLATE], vocab_size)
+
+
+def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
+    """A tiny-preset-shaped Qwen2 model (tied embeddings, the tokenizer's special ids), in eval mode."""
+    heads = max(2, hidden // 32)
+    return qwen2_model(
+        len(tokenizer), hidden, 2 * hidden, layers, heads, heads // 2 if heads % 2 == 0 else heads, seed=seed,
+        max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    ).eval()
+
+
+def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_len: int, suffix_len: int,
+                tags: dict | None = None) -> AuditSample:
+    """Prefix = first ``prefix_len`` tokens of the text, suffix = the next ``suffix_len`` (the fixture's texts are
+    cut there); the prompt is the chat template's open user turn holding the prefix (as the audit pool's)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return text_sample(tokenizer, ids, header_ids(tokenizer), prefix_len, client, split, idx, suffix_len, tags)
+
+
+def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, prefix_len: int = 24,
+             suffix_len: int = 24, seed: int = 0, decoding: Decoding | None = None) -> AuditRun:
+    """An AuditRun over seeded paragraphs; sample 0 of every client is tagged as a 4-copy canary."""
+    train, test = {}, {}
+    for c in range(n_clients):
+        tr = texts(n_train, seed=100 + c)
+        te = texts(n_test, seed=200 + c)
+        train[c] = [make_sample(tokenizer, t, c, "train", i, prefix_len, suffix_len,
+                                {"canary": f"k{c}{i}", "copies": 4} if i == 0 else {}) for i, t in enumerate(tr)]
+        test[c] = [make_sample(tokenizer, t, c, "test", i, prefix_len, suffix_len) for i, t in enumerate(te)]
+    return AuditRun(
+        train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
+        decoding=decoding or Decoding(), prefix_len=prefix_len, prompt_header=header_ids(tokenizer), seed=seed,
+    )
+
+
+def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-3, seed: int = 0):
+    """Overfit the model on prompt + suffix of ``samples`` (a stand-in for fine-tuning on the members)."""
+    torch.manual_seed(seed)
+    ids, labels, att = language_model_batch([list(s.prompt_ids) + list(s.suffix_ids) for s in samples], pad_id=0)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    model.eval()
+    return float(loss.item())
