@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from fedmem.audit import AUDIT_METHODS, RoundContext
-from fedmem.audit.samples import build_audit_run, check_supply
 from fedmem.audit.agreement import agreement
+from fedmem.audit.samples import build_audit_run, check_supply
 from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.console import round_line
 from fedmem.experiment_config import ExperimentConfig, method_configs

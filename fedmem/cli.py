@@ -31,6 +31,7 @@ from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_co
 from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
 from fedmem.runtime import completed_round, preflight, run_centralized
+from fedmem.strategies import CENTRALIZED, strategy_named
 from fedmem.sweep import write_sweep_report
 from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
@@ -80,9 +81,6 @@ def new_run_dir(d: dict) -> Path:
     return path.resolve()  # absolute: the SuperLink and SuperNodes may run from other directories
 
 
-SERVER_STATE = ("fedavgm", "fedadam", "fedyogi")  # server optimizers whose state a run does not save
-
-
 def prepare_resume(run_dir: str) -> tuple:
     """(config, the last completed round) of an interrupted run; refuses a finished run, a run without a completed
     round and a strategy whose server state was not saved. Removes the rounds after the last complete one."""
@@ -94,7 +92,7 @@ def prepare_resume(run_dir: str) -> tuple:
     status = run / "status.json"
     if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
         raise ValueError(f"resume={run_dir}: the run already finished")
-    if cfg.strategy.name in SERVER_STATE:
+    if strategy_named(cfg.strategy.name).keeps_server_state:
         raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
                          f"not save; fedavg, fedprox and centralized runs can be resumed")
     last = completed_round(run)
@@ -117,7 +115,7 @@ def execute(cfg, start_round: int = 0) -> Path:
     running = {"status": "running", "rounds": cfg.strategy.num_rounds}
     atomic_write_json(status, {**running, "resumed_after": start_round} if start_round else running)
     try:
-        if cfg.strategy.name == "centralized":
+        if cfg.strategy.name == CENTRALIZED:
             run_centralized(cfg, start_round)
         else:
             simulate(str(run_dir / "config.yaml"), start_round)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fedmem.strategies import strategy_named
 
 # ---------------------------------------------------------------- field helpers and type checks
 
@@ -270,8 +271,8 @@ class TrainConfig:
 class StrategyConfig:
     """The federated algorithm (or the centralized baseline) and the round schedule."""
 
-    name: Literal["fedavg", "fedprox", "fedavgm", "fedadam", "fedyogi", "centralized"] = option(
-        "fedavg", "the federated algorithm, or centralized for the CL baseline")
+    name: str = option("fedavg", "the federated algorithm (fedmem.strategies: fedavg, fedprox, fedavgm, fedadam, "
+                       "fedyogi, or one registered by a plugin), or centralized for the CL baseline")
     num_rounds: int = option(3, "rounds (epochs for centralized)")
     proximal_mu: float = option(0.0, "FedProx mu (sent by the server)")
     fraction_train: float = option(1.0, "fraction of clients sampled per round")
@@ -287,12 +288,13 @@ class StrategyConfig:
 
     def __post_init__(self):
         check_fields(self, "strategy")
+        strategy_named(self.name)  # a registered strategy, else one line naming the known ones
         if self.num_rounds < 0:
             raise ValueError(f"strategy.num_rounds must be >= 0, got {self.num_rounds}")
         if self.proximal_mu < 0:
             raise ValueError(f"strategy.proximal_mu must be >= 0, got {self.proximal_mu}")
-        if self.proximal_mu > 0 and self.name != "fedprox":
-            raise ValueError(f"strategy.proximal_mu is only used by fedprox, not {self.name!r}")
+        if self.proximal_mu > 0 and "proximal_mu" not in strategy_named(self.name).uses:
+            raise ValueError(f"strategy.proximal_mu is not used by {self.name!r} (fedprox reads it)")
         if not self.round_timeout > 0:
             raise ValueError(f"strategy.round_timeout must be > 0 seconds, got {self.round_timeout}")
         if self.min_trained_clients is not None and self.min_trained_clients < 1:

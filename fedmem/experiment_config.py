@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -27,20 +28,22 @@ from fedmem.config import (
     TrainConfig,
     build_section,
 )
-from fedmem.data import DataConfig, TaskConfig, check_configs
+from fedmem.data import DataConfig, DataSourceConfig, TaskConfig, check_configs
 from fedmem.io import atomic_write_text
+from fedmem.strategies import CENTRALIZED
 
 
 @dataclass
 class ExperimentConfig:
     task: TaskConfig
-    data: DataConfig
+    data: DataSourceConfig
     model: ModelConfig
     train: TrainConfig
     strategy: StrategyConfig
     audit: AuditConfig
     simulation: SimulationConfig
     experiment: str = "none"  # the experiment preset (conf/experiment/) that set the audit's decision rules
+    plugins: list[str] = dataclasses.field(default_factory=list)  # modules imported first: methods, sources, strategies
     seed: int = 0
     run_dir: str = "runs/latest"
     cache_dir: str = ".cache/fedmem"
@@ -60,6 +63,8 @@ class ExperimentConfig:
         d = self.to_dict()
         for key in ("run_dir", "cache_dir", "experiment"):
             d.pop(key, None)
+        if not d["plugins"]:  # no plugin, no change to results: a config without the key hashes as it always did
+            d.pop("plugins")
         d["train"].pop("progress", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -82,23 +87,40 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
     # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
     sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
     audit = {k: v for k, v in audit.items() if k in shared}
+    plugins = import_plugins(d.get("plugins"))
     if "seed" in d and (isinstance(d["seed"], bool) or not isinstance(d["seed"], int)):
         raise ValueError(f"seed must be an integer, got {d['seed']!r}")
     cfg = ExperimentConfig(
         task=build_section(TaskConfig, d.get("task"), "task"),
-        data=build_section(DataConfig, d.get("data"), "data"),
+        data=DataConfig(**(d.get("data") or {})),
         model=build_section(ModelConfig, d.get("model"), "model"),
         train=build_section(TrainConfig, d.get("train"), "train"),
         strategy=build_section(StrategyConfig, d.get("strategy"), "strategy"),
         audit=build_section(AuditConfig, {**audit, "sections": sections}, "audit"),
         simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
         experiment=str(d.get("experiment", "none")),
+        plugins=plugins,
         seed=int(d.get("seed", 0)),
         run_dir=str(d.get("run_dir", "runs/latest")),
         cache_dir=str(d.get("cache_dir", ".cache/fedmem")),
     )
     validate(cfg)
     return cfg
+
+
+def import_plugins(plugins: Any) -> list[str]:
+    """Import the modules ``plugins`` names (before anything is validated, in every process that reads the config):
+    the audit methods, data sources and strategies they register become known by name."""
+    if plugins is None:
+        return []
+    if not isinstance(plugins, (list, tuple)) or not all(isinstance(m, str) for m in plugins):
+        raise ValueError(f"plugins must be a list of module names, got {plugins!r}")
+    for module in plugins:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"plugins: cannot import {module!r} ({e}); is it on PYTHONPATH or installed?") from None
+    return list(plugins)
 
 
 def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
@@ -114,7 +136,7 @@ def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
 def validate(cfg: ExperimentConfig) -> None:
     """Checks across sections, and every enabled audit method's own config: all before training starts."""
     check_configs(cfg.task, cfg.data)
-    if cfg.strategy.name != "centralized" and cfg.strategy.min_train_nodes > cfg.num_clients:
+    if cfg.strategy.name != CENTRALIZED and cfg.strategy.min_train_nodes > cfg.num_clients:
         raise ValueError(
             f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
         )

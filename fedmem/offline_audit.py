@@ -28,11 +28,18 @@ from omegaconf import OmegaConf
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
-from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, write_config
+from fedmem.experiment_config import (
+    ExperimentConfig,
+    compose_dict,
+    conf_dir,
+    from_dict,
+    write_config,
+)
 from fedmem.io import atomic_write_json
 from fedmem.model.gguf import file_sha256
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
 from fedmem.runtime import base_model, federated_data, make_auditor, saved_adapter
+from fedmem.strategies import CENTRALIZED
 from fedmem.sweep import write_sweep_report
 
 # what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
@@ -143,7 +150,7 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
 def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
     """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
     source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
-    label = "cl" if cfg.strategy.name == "centralized" else "fl"
+    label = "cl" if cfg.strategy.name == CENTRALIZED else "fl"
     auditor = make_auditor(cfg, label, source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -222,7 +229,7 @@ def check_membership(cfg: ExperimentConfig) -> None:
     """fedmem did not train this model, so its own split says nothing about which rows the model saw: a method
     that compares members with non-members needs the data to say it (``data.membership_column``)."""
     comparing = [m for m in cfg.audit.methods if AUDIT_METHODS[m].compares_members]
-    if comparing and not cfg.data.membership_column:
+    if comparing and not cfg.data.marks_membership:
         raise ValueError(f"audit.methods {comparing} compare the rows a model was trained on with rows it was not, and "
                          f"fedmem did not train this model: name the data's column that says so per row "
                          f"(data.membership_column, values train / test / public), or leave those methods out")

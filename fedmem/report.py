@@ -27,6 +27,7 @@ from fedmem.io import (
     save_figure,
     to_jsonable,
 )
+from fedmem.strategies import strategy_named
 from fedmem.views import view_for
 
 SCHEMA_VERSION = 1
@@ -305,7 +306,7 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
          f"; LoRA r {m['lora_r']}, alpha {m['lora_alpha']}, dropout {m['lora_dropout']}; sequence length "
          f"{m['max_seq_len']}"),
         ("training", f"{s['name']}, {s['num_rounds']} rounds" +
-         (f", proximal mu {s['proximal_mu']}" if s["name"] == "fedprox" else "") +
+         "".join(f", {k.replace('_', ' ')} {s[k]}" for k in strategy_named(s["name"]).uses) +
          f", fraction of clients per round {s['fraction_train']}; {t['local_epochs']} local epoch(s), learning rate "
          f"{t['lr']}, batch {t['batch_size']} (effective {t['effective_batch']})"),
         ("audit", f"prefix {a['prefix_len']} tokens (the suffix: the rest of the text), {a['decoding']['strategy']} "

@@ -19,7 +19,14 @@ from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
 from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.gguf import gguf_identity
-from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
+from fedmem.model.load import (
+    adapter_state,
+    device,
+    load_adapter_state,
+    load_base,
+    wrap_lora,
+)
+from fedmem.strategies import CENTRALIZED
 from fedmem.train import tokenize_examples, train_local
 
 _CACHE: dict[tuple, object] = {}
@@ -134,7 +141,7 @@ def preflight(cfg: ExperimentConfig) -> str:
     needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
     cpus = os.cpu_count() or 1
     attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
-    if cfg.strategy.name != "centralized" and not attached and cfg.simulation.num_cpus_per_client > cpus:
+    if cfg.strategy.name != CENTRALIZED and not attached and cfg.simulation.num_cpus_per_client > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
     for name, method_cfg in method_configs(cfg).items():

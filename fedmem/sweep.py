@@ -29,6 +29,7 @@ from scipy import stats
 from fedmem.audit.base import declared_figures
 from fedmem.fmt import figure_text
 from fedmem.io import atomic_write_json, atomic_write_text, to_jsonable
+from fedmem.strategies import CENTRALIZED
 
 DIFFERENT = ("total", "utility", "performance")  # the framework table's roles (the paper's Table 2) beside "extra"
 ANSWER = ("answer", "extra")  # every other table: the paper's MR comparison, then fedmem's own figures
@@ -101,7 +102,7 @@ def _kind(figure: str) -> str:
 
 def _value(job: dict, factor: str):
     if factor == "framework":
-        return "CL" if job["config"].get("strategy.name") == "centralized" else "FL"
+        return "CL" if job["config"].get("strategy.name") == CENTRALIZED else "FL"
     return job["config"].get(".".join(FACTORS[factor].path) if factor in FACTORS else factor)
 
 

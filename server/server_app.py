@@ -6,6 +6,7 @@ maps the config to a Flower strategy and hands the aggregated adapter to the hoo
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
@@ -16,6 +17,7 @@ from fedmem.experiment_config import ExperimentConfig, load_config
 from fedmem.io import atomic_write_json
 from fedmem.report import headline
 from fedmem.runtime import run_auditor
+from fedmem.strategies import strategy_named
 
 FAILURE_FILE = "round_failure.json"  # written when a round falls short of its trained clients; the CLI reads it
 
@@ -53,8 +55,17 @@ def aggregate_train_metrics(records: list[RecordDict], weight_key: str) -> Metri
     return MetricRecord(out)
 
 
+def flower_class(name: str) -> type:
+    """A Flower strategy class: one of ``flwr.serverapp.strategy`` by name, or ``module:Class``."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    return getattr(flwr_strategy, name)
+
+
 def build_strategy(cfg: ExperimentConfig):
-    """The flwr strategy named by ``strategy.name``, recording per-client train metrics for the round report."""
+    """The flwr strategy ``strategy.name`` registers (``fedmem.strategies``), recording per-client train metrics for
+    the round report."""
     s = cfg.strategy
     common = dict(
         fraction_train=s.fraction_train,
@@ -65,14 +76,8 @@ def build_strategy(cfg: ExperimentConfig):
         weighted_by_key=WEIGHT_KEY,
         train_metrics_aggr_fn=aggregate_train_metrics,
     )
-    classes = {
-        "fedavg": (flwr_strategy.FedAvg, {}),
-        "fedprox": (flwr_strategy.FedProx, {"proximal_mu": s.proximal_mu}),
-        "fedavgm": (flwr_strategy.FedAvgM, {"server_learning_rate": 1.0, "server_momentum": s.server_momentum}),
-        "fedadam": (flwr_strategy.FedAdam, {"eta": s.server_lr}),
-        "fedyogi": (flwr_strategy.FedYogi, {"eta": s.server_lr}),
-    }
-    cls, extra = classes[s.name]
+    spec = strategy_named(s.name)
+    cls, extra = flower_class(spec.flower_class), spec.arguments(s)
 
     class Recording(cls):
         """Aggregates replies in client order, so the average's bits never depend on arrival order; counts a

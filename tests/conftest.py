@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -42,6 +43,15 @@ FAST = [
     "strategy.num_rounds=1",
     "data.num_clients=2",
 ]
+
+
+def synthetic_only(override: str) -> bool:
+    """Whether an override sets one of the synthetic source's own settings (FAST's data sizes for it)."""
+    from fedmem.data import DATA_SOURCES, DataSourceConfig
+
+    own = {f.name for f in dataclasses.fields(DATA_SOURCES["synthetic"])} - {
+        f.name for f in dataclasses.fields(DataSourceConfig)}
+    return override.partition("=")[0].removeprefix("data.") in own
 
 
 def ray_processes() -> set[int]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedmem.experiment_config import from_dict
+from fedmem.experiment_config import compose_dict, from_dict
+from tests.conftest import FAST, synthetic_only
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,7 @@ from fedmem.experiment_config import from_dict
         ("strategy.name=fedbogus", "strategy.name"),
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
         ("train.effective_batch=12", "multiple of train.batch_size"),
-        ("strategy.proximal_mu=0.1", "only used by fedprox"),
+        ("strategy.proximal_mu=0.1", "is not used by 'fedavg' (fedprox reads it)"),
         ("train.lr=abc", "train.lr must be a number, got 'abc'"),
         ("train.weight_decay=-1", "train.weight_decay and train.max_grad_norm must be >= 0"),
         ("seed=abc", "seed must be an integer, got 'abc'"),
@@ -28,7 +29,7 @@ from fedmem.experiment_config import from_dict
          "audit.pearl.score must be one of gfd, falloff, expected_drop"),
         ("audit/decoding=greedy audit.decoding.strategy=beam", "audit.decoding.strategy must be one of greedy"),
         ("model.dtype=int8", "model.dtype must be one of auto, float32, bfloat16, float16"),
-        ("data.source=web", "data.source must be one of synthetic, hf, local"),
+        ("data.source=web", "data.source: unknown source 'web'"),
         ("audit.samples_per_client=some", "audit.samples_per_client must be an integer or one of all"),
         # a size beyond the prepared pool is an error naming both numbers, never a silent cap
         ("audit.methods=[utility,mr] audit.mr.n=1000",
@@ -44,12 +45,14 @@ def test_invalid_config_is_rejected(compose, override, message):
 def test_offline_demo_pa_calibration_needs_a_public_corpus(compose):
     # conf/experiment/offline_demo.yaml calibrates PA's n on the public corpus: hub and local data supply one as a
     # share of their rows unless the user turns that off without naming another
-    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf"))
+    hf = [o for o in FAST if not synthetic_only(o)]
+    compose = lambda *o: {**compose_dict([*hf, *o]), "run_dir": "unused"}  # noqa: E731
+    cfg = from_dict(compose("audit.methods=[utility,pa]", "data=hf"))
     assert cfg.data.public_share == 0.2
     with pytest.raises(ValueError, match="generic_source=public needs a public corpus"):
-        from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "data.public_share=0",
+        from_dict(compose("audit.methods=[utility,pa]", "data=hf", "data.public_share=0",
                           "model.path=/some/model", "model.name=qwen2.5-0.5b"))
-    cfg = from_dict(compose("audit.methods=[utility,pa]", "data.source=hf", "data.public_share=0",
+    cfg = from_dict(compose("audit.methods=[utility,pa]", "data=hf", "data.public_share=0",
                             "audit.pa.generic_source=appendix_b", "model.path=/m", "model.name=qwen2.5-0.5b"))
     assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"
 

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedmem.data import DataConfig, TaskConfig, check_configs, load_federated
+from fedmem.data import (
+    DATA_SOURCES,
+    DataConfig,
+    TaskConfig,
+    check_configs,
+    load_federated,
+)
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -29,17 +35,23 @@ def test_data_yaml_builds(source):
     path = CONF / "data" / f"{source}.yaml"
     assert path.read_text().startswith("# fedmem run ")
     d = _yaml(path)
-    assert set(d) <= {f.name for f in dataclasses.fields(DataConfig)}
-    if d["path"] == "???":  # mandatory: the user names the file
+    assert set(d) == {f.name for f in dataclasses.fields(DATA_SOURCES[source])}  # its own settings, all of them
+    if d.get("path") == "???":  # mandatory: the user names the file
         d["path"] = "notes.csv"
     cfg = DataConfig(**d)
-    assert cfg.source == source and cfg.num_clients == 3
+    assert cfg.source == source and cfg.num_clients == 3 and type(cfg) is DATA_SOURCES[source]
 
 
 def test_synthetic_yaml_spells_out_every_option_with_the_code_defaults():
-    d = _yaml(CONF / "data" / "synthetic.yaml")
-    assert set(d) == {f.name for f in dataclasses.fields(DataConfig)}
-    assert DataConfig(**d) == DataConfig()
+    assert DataConfig(**_yaml(CONF / "data" / "synthetic.yaml")) == DataConfig()
+
+
+def test_a_setting_of_another_source_is_refused_by_name_unless_it_holds_that_sources_default():
+    with pytest.raises(ValueError, match=r"data.canary_copies is not used by data.source=hf; it is a setting of "
+                                         r"data.source=synthetic"):
+        DataConfig(source="hf", canary_copies=[1, 2])
+    # a config written when every source held every setting (a saved run's config.yaml) still reads
+    assert DataConfig(path=None, columns={}, public_share=0.2) == DataConfig()
 
 
 def test_presets_fill_only_what_is_left_none():
@@ -78,7 +90,7 @@ def test_bad_task_config_is_one_clear_value_error(kwargs, message):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"source": "web"}, "data.source must be one of"),
+        ({"source": "web"}, "data.source: unknown source .web.; known: .*hf.*local.*synthetic"),
         ({"num_clients": 0}, "data.num_clients must be >= 1"),
         ({"train_per_client": 0}, "data.train_per_client"),
         ({"test_per_client": 0}, "data.test_per_client"),

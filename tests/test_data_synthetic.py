@@ -232,7 +232,7 @@ def test_too_many_canary_copies_is_one_clear_error():
     with pytest.raises(ValueError, match="46 canary copies .* fewer than data.train_per_client=24"):
         DataConfig(train_per_client=24)  # 31 own + 15 shared (3 + 6 + 12 + 24 dealt over 3 clients)
     DataConfig(source="hf", train_per_client=24)  # canary options mean nothing to other sources
-    from fedmem.data.config import MAX_CANARIES
+    from fedmem.data.sources.synthetic import MAX_CANARIES
     from fedmem.data.synthetic.text import MAX_CANARY_NAMES
 
     assert MAX_CANARIES == MAX_CANARY_NAMES == 512  # the config's limit is the name pool's size

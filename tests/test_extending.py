@@ -4,6 +4,7 @@ registers a toy one from here, touches no other file, and checks that it shows u
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -13,6 +14,8 @@ from fedmem.audit import AUDIT_METHODS, AuditMethod, Figure, RoundContext, regis
 from fedmem.audit.intervals import rate
 from fedmem.cli import main
 from fedmem.config import check_fields, option
+from fedmem.data import DATA_SOURCES
+from fedmem.strategies import STRATEGIES
 
 
 @dataclass
@@ -84,3 +87,117 @@ def test_a_new_audit_method_shows_on_the_console_both_pages_summary_and_sweep_ta
     assert table["columns"] == {"confident/rate": "confident suffixes"}
     assert [row["figures"]["confident/rate"]["mean"] for row in table["rows"]] == [1.0, 0.0]
     assert "| confident suffixes |" in (sweep / "sweep_report.md").read_text().replace("n | confident", "| confident")
+
+
+# ---------------------------------------------------------------- a data source and a strategy of one's own
+
+PLUGIN = '''
+"""A data source and a strategy of one's own: what a contributor writes (plus their YAML)."""
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.serverapp.strategy import FedMedian
+
+from fedmem.config import option
+from fedmem.data import ClientSplit, DataSourceConfig, FederatedData, register_source
+from fedmem.data.templates import render_record
+from fedmem.strategies import Strategy, register_strategy
+
+WORDS = "river stone lamp orchard winter harbor candle meadow copper violin lantern garden".split()
+
+
+@register_source("toy_notes")
+@dataclass
+class ToyNotesConfig(DataSourceConfig):
+    words_per_text: int = option(40, "words in each text")
+
+    @property
+    def has_public_corpus(self) -> bool:
+        return True
+
+    def load(self, task, seed, cache_dir=None):
+        rng = np.random.default_rng(seed)
+
+        def text(c):
+            return f"note of client {c}: " + " ".join(rng.choice(WORDS, self.words_per_text))
+
+        def record(c, split, i):
+            return render_record(task.user_template, task.assistant_template, task.mem_field,
+                                 {task.mem_field: text(c)}, f"c{c}-{split}{i}", client=c)
+
+        clients = [ClientSplit([record(c, "train", i) for i in range(self.train_per_client)],
+                               [record(c, "test", i) for i in range(self.test_per_client)])
+                   for c in range(self.num_clients)]
+        return FederatedData(clients, public_corpus=[text(-1) for _ in range(100)], source=self.source,
+                             ground_truth={"clients": [{"client": c, "name": f"shelf {c}"}
+                                                       for c in range(self.num_clients)]})
+
+
+class CountingMedian(FedMedian):
+    """FedMedian that notes every round it aggregates (so the test sees that this strategy ran)."""
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        with open(os.environ["TOY_STRATEGY_LOG"], "a") as f:
+            f.write(json.dumps({"round": server_round, "replies": len(replies)}) + "\\n")
+        return super().aggregate_train(server_round, replies)
+
+
+register_strategy(Strategy("toy_median", f"{__name__}:CountingMedian"))
+'''
+
+
+@pytest.fixture
+def plugin_conf(tmp_path, monkeypatch):
+    """The plugin module on the path of this process and of the Ray workers, and a config tree with its YAML."""
+    import shutil
+    import sys
+
+    from fedmem.experiment_config import conf_dir
+
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "fedmem_toy_plugin.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugin"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "plugin"),
+                                                                    os.environ.get("PYTHONPATH")])))
+    conf = tmp_path / "conf"
+    shutil.copytree(conf_dir(), conf)
+    (conf / "data" / "toy_notes.yaml").write_text(
+        "# fedmem run plugins=[fedmem_toy_plugin] data=toy_notes task=text\n"
+        "source: toy_notes\nnum_clients: 3\ntrain_per_client: 24\ntest_per_client: 6\nwords_per_text: 40\n")
+    (conf / "strategy" / "toy_median.yaml").write_text(
+        "# fedmem run plugins=[fedmem_toy_plugin] strategy=toy_median\n"
+        "name: toy_median\nnum_rounds: 1\nproximal_mu: 0.0\nfraction_train: 1.0\nmin_train_nodes: 1\n"
+        "min_trained_clients: null\nround_timeout: 3600\nserver_lr: 0.01\nserver_momentum: 0.9\n")
+    monkeypatch.setenv("FEDMEM_CONF", str(conf))
+    monkeypatch.setenv("TOY_STRATEGY_LOG", str(tmp_path / "strategy.jsonl"))
+    yield tmp_path
+    for name in [m for m in sys.modules if m == "fedmem_toy_plugin"]:
+        sys.modules.pop(name)
+    DATA_SOURCES.pop("toy_notes", None)
+    STRATEGIES.pop("toy_median", None)
+
+
+def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin_conf, cache_dir):
+    from fedmem.cli import run_experiment
+    from fedmem.experiment_config import compose_dict
+    from tests.conftest import FAST, synthetic_only
+
+    fast = [o for o in FAST if not synthetic_only(o)]  # the test-sized settings, the synthetic source's left out
+    d = compose_dict([*fast, f"cache_dir={cache_dir}", "plugins=[fedmem_toy_plugin]", "data=toy_notes",
+                      "data.num_clients=3", "task=text", "strategy=toy_median", "audit.methods=[utility,mr]"])
+    run = run_experiment(d, str(plugin_conf / "run"))
+
+    report = json.loads((run / "round_1" / "report.json").read_text())
+    assert report["strategy"] == "toy_median" and report["config"]["data"]["source"] == "toy_notes"
+    assert report["config"]["data"]["words_per_text"] == 40  # the source's own setting, beside the shared ones
+    assert [c["name"] for c in report["clients"]] == ["shelf 0", "shelf 1", "shelf 2"]
+    assert [row["client"] for row in report["train"]] == [0, 1, 2]  # every client trained on the toy notes
+    assert report["participation"]["trained"] == [0, 1, 2]
+    assert "mr" in report["audit"] and report["audit"]["mr"]["headline"]["intra"] is not None
+    log = [json.loads(x) for x in (plugin_conf / "strategy.jsonl").read_text().splitlines()]
+    assert log == [{"round": 1, "replies": 3}]  # the plugin's strategy aggregated the round
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    assert "toy_median, 1 rounds" in (run / "report.md").read_text()

@@ -82,7 +82,7 @@ def test_a_share_that_starves_a_client_is_one_clear_error(prose):
         _load(path, public="nope")
     with pytest.raises(ValueError, match="data.public_share must be in"):
         DataConfig(source="local", path=str(path), public_share=1.0)
-    with pytest.raises(ValueError, match="data.public is for data.source=local or hf"):
+    with pytest.raises(ValueError, match="data.public is not used by data.source=synthetic; it is a setting of data.source=hf or local"):
         DataConfig(public="open")
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from fedmem.audit.lucene import Bm25Matrix, standard_tokens
 from fedmem.config import check_fields, option

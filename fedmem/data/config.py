@@ -1,25 +1,23 @@
 """Task and data-source configuration (``conf/task/*.yaml``, ``conf/data/*.yaml``).
 
 ``TaskConfig`` says *what* a sample is (template, memorization text, the dataset's columns, how the paper
-splits it into clients); ``DataConfig`` says *where* samples come from and how many (synthetic, Hugging Face
-or local files; sizes; what the synthetic source plants). Every ``__post_init__`` rejects a bad value with one
-ValueError naming the key; :func:`check_configs` does the checks that need both.
+splits it into clients); a data source's config (``DataSourceConfig`` and one subclass per source, in
+``fedmem.data.sources``) says *where* samples come from and how many. Every ``__post_init__`` rejects a bad value
+with one ValueError naming the key; :func:`check_configs` does the checks that need both.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedmem.config import check_fields, option, option_factory
-from fedmem.data.schema import resolve_schema
-from fedmem.data.synthetic.vocab import BOILERPLATE
+from fedmem.config import build_section, check_fields, option
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 
 RULE_KEYS = ("any", "all", "none")
-FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".json.gz", ".csv.gz")
 
 
 def normalize_groups(groups: Any, key: str) -> dict[str, dict[str, list[str]]]:
@@ -122,84 +120,23 @@ class TaskConfig:
         return template_fields(self.user_template, self.assistant_template)
 
 
-MAX_CANARIES = 512  # the canary name pool (32 x 32 name combinations, half of them canary-only, each used once)
-SPECIALTY_NAMES = ("cardiology", "dermatology", "gastroenterology", "neurology", "pulmonology")
-
-
 @dataclass
-class DataConfig:
-    """Where the samples come from, how many, and (synthetic source) what ground truth to plant.
+class DataSourceConfig:
+    """Where the samples come from and how many: the settings every source shares. Each source is a subclass with
+    its own settings, checks and loader, registered under its ``data.source`` name (:func:`register_source`); the
+    ``data`` section of the config holds the shared settings and its source's, side by side.
 
-    Seed-independent: the seed is an argument of ``load_federated``.
+    Seed-independent: the seed is an argument of ``load``.
     """
 
-    source: Literal["synthetic", "hf", "local"] = option(
-        "synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files)")
-    path: str | None = option(
-        None, "local .jsonl/.csv/.parquet file, glob or directory: required for local; for hf, files in the hub schema"
-    )
-    columns: dict[str, str] = option_factory({}, "template field -> column, overriding task.columns")
-    client_column: str | None = option(None, "override task.client_column (then one client per distinct value)")
-    client_groups: dict[str, Any] | None = option(None, "override the client groups (see task.client_groups)")
-    group_by: Literal["tags", "keywords"] | None = option(None, "override task.group_by")
-    label_column: str | None = option(None, "override task.label_column")
-    id_column: str | None = option(
-        None, "local / hf: the column holding each row's id, used in reports and ground truth (ids must be unique "
-        "and non-empty); None = the row number, row<i>")
-    membership_column: str | None = option(
-        None, "local / hf: the column saying what each row is to the model: train (it was trained on the row), test "
-        "(it was not) or public (public text). Each client's train and test rows are then drawn from the rows so "
-        "marked, not split by fedmem; an audit of a model fedmem did not train needs it for the methods that "
-        "compare members with non-members")
+    source: str = option("synthetic", "synthetic (offline default) | hf (Hugging Face datasets) | local (files) | "
+                         "a source registered by a plugin")
     num_clients: int = option(3, "number of clients L")
     train_per_client: int = option(700, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
-    # ---- Hugging Face and local sources: the public corpus (the tiny preset's tokenizer and prior, PA's calibration)
-    public: str | None = option(
-        None, "the public corpus: a file (.jsonl/.csv/.parquet; its memorization-text column, or 'text') or a column "
-        "of the data whose true values (true/1/yes/public) mark public rows; None = data.public_share"
-    )
-    public_share: float = option(
-        0.2, "without data.public: the seeded share of each client's rows moved to the public corpus before the "
-        "train/test split (never trained on as client data nor audited); 0 = no public corpus"
-    )
-    # ---- synthetic source only
-    specialties: list[str] = option_factory(
-        list(SPECIALTY_NAMES), "synthetic: client j's clinical specialty is specialties[j] (cycled if fewer)"
-    )
-    canary_copies: list[int] = option_factory(
-        [1, 2, 4, 8, 16], "synthetic: the copy counts; each gets its own canaries")
-    canaries_per_count: int = option(1, "synthetic: canaries per copy count in every canary client")
-    shared_canary_copies: list[int] = option_factory(
-        [3, 6, 12, 24], "synthetic: copy counts of shared canaries, one canary per count whose copies are dealt "
-        "round-robin over the canary clients (the same record held by several clients); FedAvg averages a client's "
-        "own canary with updates that never saw it, but every holder's update pushes a shared one"
-    )
-    canary_clients: list[int] | None = option(None, "synthetic: the clients that receive canaries (None = all)")
-    generic_fraction: float = option(0.2, "synthetic: share of ordinary samples ending in shared boilerplate")
-    num_boilerplates: int = option(4, "synthetic: how many boilerplate closings the clients share")
-    public_size: int = option(2000, "synthetic: public-corpus paragraphs (tiny tokenizer and base-model prior)")
-    public_generic_fraction: float = option(0.3, "synthetic: share of public paragraphs ending in boilerplate")
-    public_record_fraction: float = option(
-        0.25, "synthetic: share of public paragraphs that are record notes in the canary format, of other people"
-    )
 
     def __post_init__(self):
-        if self.path == "???":  # OmegaConf's mandatory marker, left unset (conf/data/local.yaml)
-            self.path = None
-        if self.source == "local" and not self.path:
-            raise ValueError("data.source=local needs data.path (a .jsonl, .csv or .parquet file)")
-        if self.source == "synthetic" and self.path:
-            raise ValueError("data.path is not used by data.source=synthetic; set data.source=local or hf")
-        if self.source == "synthetic" and self.id_column:
-            raise ValueError("data.id_column is not used by data.source=synthetic (its ids are its own)")
-        if self.path and "*" not in str(self.path) and "." in str(self.path).rsplit("/", 1)[-1]:
-            if not str(self.path).lower().endswith(FILE_SUFFIXES):
-                raise ValueError(f"data.path must be a .jsonl, .json, .csv or .parquet file, got {self.path!r}")
-        self.columns = {str(k): str(v) for k, v in dict(self.columns or {}).items()}
         check_fields(self, "data")
-        if self.client_groups is not None:
-            self.client_groups = normalize_groups(self.client_groups, "data.client_groups")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
         if self.train_per_client < 1 or self.test_per_client < 1:
@@ -207,94 +144,73 @@ class DataConfig:
                 f"data.train_per_client and data.test_per_client must be >= 1, got "
                 f"{self.train_per_client} and {self.test_per_client}"
             )
-        self.specialties = [str(s) for s in self.specialties]
-        unknown = [s for s in self.specialties if s not in SPECIALTY_NAMES]
-        if not self.specialties or unknown:
-            raise ValueError(f"data.specialties must name some of {list(SPECIALTY_NAMES)}, got {self.specialties}")
-        self.canary_copies = [int(c) for c in self.canary_copies]
-        if any(c < 1 for c in self.canary_copies) or len(set(self.canary_copies)) != len(self.canary_copies):
-            raise ValueError(f"data.canary_copies must be distinct counts >= 1, got {self.canary_copies}")
-        self.shared_canary_copies = [int(c) for c in self.shared_canary_copies]
-        if any(c < 2 for c in self.shared_canary_copies) or len(set(self.shared_canary_copies)) != len(
-                self.shared_canary_copies):
-            raise ValueError(f"data.shared_canary_copies must be distinct counts >= 2, got {self.shared_canary_copies}")
-        if self.canaries_per_count < 0:
-            raise ValueError(f"data.canaries_per_count must be >= 0, got {self.canaries_per_count}")
-        if self.canary_clients is not None:
-            self.canary_clients = sorted({int(c) for c in self.canary_clients})
-            bad = [c for c in self.canary_clients if not 0 <= c < self.num_clients]
-            if bad or not self.canary_clients:
-                raise ValueError(
-                    f"data.canary_clients must list client indices in [0, {self.num_clients}), "
-                    f"got {self.canary_clients}"
-                )
-        if not 0 <= self.generic_fraction < 1 or not 0 <= self.public_generic_fraction < 1:
-            raise ValueError("data.generic_fraction and data.public_generic_fraction must be in [0, 1)")
-        if not 0 <= self.public_record_fraction or self.public_generic_fraction + self.public_record_fraction >= 1:
-            raise ValueError("data.public_record_fraction must be >= 0 and, with public_generic_fraction, below 1")
-        if not 1 <= self.num_boilerplates <= len(BOILERPLATE):
-            raise ValueError(f"data.num_boilerplates must be in [1, {len(BOILERPLATE)}], got {self.num_boilerplates}")
-        if not 0 <= self.public_share < 1:
-            raise ValueError(f"data.public_share must be in [0, 1), got {self.public_share}")
-        if self.source == "synthetic" and self.public:
-            raise ValueError("data.public is for data.source=local or hf; the synthetic source makes its own "
-                             "public corpus (data.public_size)")
-        if self.membership_column and self.source == "synthetic":
-            raise ValueError("data.membership_column is for data.source=local or hf; the synthetic source splits its "
-                             "own records")
-        if self.membership_column and self.public:
-            raise ValueError("data.membership_column marks the public rows itself (value public): unset data.public")
-        if self.public_size < 0:
-            raise ValueError(f"data.public_size must be >= 0, got {self.public_size}")
-        if self.source == "synthetic" and self.num_canaries() > MAX_CANARIES:
-            raise ValueError(f"data: {self.num_canaries()} canaries requested, at most {MAX_CANARIES} (unique names)")
-        most = max(self.canary_copies_by_client().values()) if self.source == "synthetic" else 0
-        if most >= self.train_per_client:
-            raise ValueError(
-                f"data: a canary client holds {most} canary copies (canaries_per_count x sum(canary_copies), plus "
-                f"its share of shared_canary_copies), which must be fewer than "
-                f"data.train_per_client={self.train_per_client}; raise train_per_client or plant fewer canaries"
-            )
 
     @property
     def has_public_corpus(self) -> bool:
-        """The synthetic source makes one; local and hub data have one unless the share is 0 with no file or column."""
-        return self.source == "synthetic" or bool(self.public) or self.public_share > 0 or bool(self.membership_column)
+        """Whether the source supplies a public corpus (the tiny preset's tokenizer and prior, PA's calibration)."""
+        return False
 
-    def canary_holders(self) -> list[int]:
-        return list(range(self.num_clients)) if self.canary_clients is None else list(self.canary_clients)
+    @property
+    def marks_membership(self) -> bool:
+        """Whether the data itself says which rows a model was trained on (an external audit's members)."""
+        return False
 
-    def num_canaries(self) -> int:
-        return len(self.canary_copies) * self.canaries_per_count * len(self.canary_holders()) + len(
-            self.shared_canary_copies)
+    def check_task(self, task: TaskConfig) -> None:
+        """Checks that need the task as well, before anything is loaded. Raise ValueError naming the key."""
 
-    def shared_copy_clients(self, t: int) -> list[int]:
-        """The client of each copy of shared canary number ``t``: round-robin over the canary clients, starting one
-        further along for every canary so that the remainders do not all land on the first client."""
-        holders = self.canary_holders()
-        return [holders[(t + m) % len(holders)] for m in range(self.shared_canary_copies[t])]
-
-    def canary_copies_by_client(self) -> dict[int, int]:
-        """Canary copies (own and shared) in each client's train split (synthetic source)."""
-        out = {c: 0 for c in range(self.num_clients)}
-        for c in self.canary_holders():
-            out[c] += self.canaries_per_count * sum(self.canary_copies)
-        for t in range(len(self.shared_canary_copies)):
-            for c in self.shared_copy_clients(t):
-                out[c] += 1
-        return out
+    def load(self, task: TaskConfig, seed: int, cache_dir: str | None = None):
+        """The clients' train/test splits (``fedmem.data.FederatedData``); deterministic in ``seed``."""
+        raise NotImplementedError
 
 
-def check_configs(task: TaskConfig, data: DataConfig) -> None:
+DATA_SOURCES: dict[str, type[DataSourceConfig]] = {}
+
+
+def register_source(*names: str):
+    """Class decorator: ``cls`` is the config and loader of the data sources called ``names`` (``data.source``)."""
+    def add(cls: type[DataSourceConfig]) -> type[DataSourceConfig]:
+        for name in names:
+            if name in DATA_SOURCES and DATA_SOURCES[name] is not cls:
+                raise ValueError(f"data source {name!r} is registered twice")
+            DATA_SOURCES[name] = cls
+        return cls
+    return add
+
+
+def source_config(name: str) -> type[DataSourceConfig]:
+    if name not in DATA_SOURCES:
+        raise ValueError(f"data.source: unknown source {name!r}; known: {sorted(DATA_SOURCES)} (a source of your own: "
+                         f"register it in a module listed in plugins)")
+    return DATA_SOURCES[name]
+
+
+def DataConfig(source: str = "synthetic", **settings) -> DataSourceConfig:  # noqa: N802 (reads as a config class)
+    """The config of data source ``source`` from its settings (its class's fields). A setting of another source is
+    refused by name, saying which source reads it, unless it holds that source's default (a config written before
+    the sources had settings of their own holds every source's)."""
+    cls = source_config(source)
+    own = {f.name for f in dataclasses.fields(cls)}
+    mine = {}
+    for key, value in settings.items():
+        if key in own:
+            mine[key] = value
+            continue
+        readers = {name: default for name, other in DATA_SOURCES.items() for f in dataclasses.fields(other)
+                   if f.name == key and (default := _default(f)) is not dataclasses.MISSING}
+        if not readers:
+            mine[key] = value  # unknown to every source: build_section names it
+        elif value not in readers.values():
+            raise ValueError(f"data.{key} is not used by data.source={source}; it is a setting of data.source="
+                             f"{' or '.join(sorted(readers))}")
+    return build_section(cls, {"source": source, **mine}, "data")
+
+
+def _default(f: dataclasses.Field):
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def check_configs(task: TaskConfig, data: DataSourceConfig) -> None:
     """Checks that need both configs and no data: call it before any loading or training."""
-    if data.source == "synthetic":
-        if task.name != "dialog":
-            raise ValueError(
-                f"data.source=synthetic generates clinical dialogs: use task=dialog (got task={task.name}), or "
-                f"data=hf / data=local for task={task.name}"
-            )
-        if task.mem_field != "patient" or set(task.fields) - {"patient", "doctor"}:
-            raise ValueError("data.source=synthetic fills the fields {patient} and {doctor} only; "
-                             "task.user_template / assistant_template / mem_field must use just those")
-        return
-    resolve_schema(task, data)
+    data.check_task(task)

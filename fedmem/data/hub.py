@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".jsonl.gz", ".json.gz", ".csv.gz")  # what a table file may be
+
 BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 

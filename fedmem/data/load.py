@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedmem.data.config import DataConfig, TaskConfig, check_configs
+from fedmem.data.config import DataSourceConfig, TaskConfig, check_configs
 from fedmem.data.records import FederatedData
 from fedmem.data.storage import GROUND_TRUTH_FILE, data_key, save_federated
-from fedmem.data.synthetic import make_synthetic
-from fedmem.data.tabular import load_tabular
 
 
-def validate_federated(fd: FederatedData, data: DataConfig) -> None:
+def validate_federated(fd: FederatedData, data: DataSourceConfig) -> None:
     """Invariants every source must satisfy; a violation is a bug, reported with what broke."""
     if len(fd.clients) != data.num_clients:
         raise AssertionError(f"{len(fd.clients)} clients built, data.num_clients is {data.num_clients}")
@@ -29,20 +27,17 @@ def validate_federated(fd: FederatedData, data: DataConfig) -> None:
             raise AssertionError(f"client {c} has an empty train or test split")
 
 
-def load_federated(task: TaskConfig, data: DataConfig, seed: int, cache_dir: str | None = None) -> FederatedData:
+def load_federated(task: TaskConfig, data: DataSourceConfig, seed: int, cache_dir: str | None = None) -> FederatedData:
     """The clients' train/test splits of ``task`` from ``data.source``; deterministic in ``seed``.
 
     With ``cache_dir``, Hugging Face downloads are cached under ``<cache_dir>/hf-datasets`` and the result is
     saved to ``<cache_dir>/data/<source>-<hash>/`` (records.jsonl, public_corpus.jsonl, ground_truth.json),
     so later audits can be scored against the ground truth next to the data.
     """
-    if not isinstance(task, TaskConfig) or not isinstance(data, DataConfig):
-        raise TypeError("load_federated(task: TaskConfig, data: DataConfig, seed, cache_dir)")
+    if not isinstance(task, TaskConfig) or not isinstance(data, DataSourceConfig):
+        raise TypeError("load_federated(task: TaskConfig, data: a data source's config, seed, cache_dir)")
     check_configs(task, data)
-    if data.source == "synthetic":
-        fd = make_synthetic(task, data, seed)
-    else:
-        fd = load_tabular(task, data, seed, cache_dir)
+    fd = data.load(task, seed, cache_dir)
     validate_federated(fd, data)
     if cache_dir:
         target = Path(cache_dir) / "data" / f"{data.source}-{data_key(task, data, seed)}"

@@ -6,8 +6,7 @@ from typing import Any
 
 from fedmem.data import partition
 from fedmem.data.grouping import assign_groups
-from fedmem.data.config import FILE_SUFFIXES
-from fedmem.data.hub import load_table
+from fedmem.data.hub import FILE_SUFFIXES, load_table
 from fedmem.data.records import ClientSplit, FederatedData, Record
 from fedmem.data.schema import Schema, resolve_schema
 from fedmem.data.seeding import rng_for

@@ -7,7 +7,6 @@ ends of the wire (peft's ``get_peft_model_state_dict`` / ``set_peft_model_state_
 from __future__ import annotations
 
 import warnings
-
 from pathlib import Path
 
 import torch
