@@ -27,7 +27,13 @@ from pathlib import Path
 import yaml
 
 from fedmem.console import configure_logging
-from fedmem.experiment_config import compose_dict, conf_dir, from_dict, write_config
+from fedmem.experiment_config import (
+    compose_dict,
+    conf_dir,
+    from_dict,
+    register_schemas,
+    write_config,
+)
 from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
 from fedmem.runtime import completed_round, preflight, run_centralized
@@ -151,6 +157,7 @@ def _hydra_main(argv: list[str]) -> None:
         print(run_experiment(d, hc.runtime.output_dir), flush=True)
 
     sys.argv = [sys.argv[0], *argv]
+    register_schemas()  # the dataclasses' defaults, which every preset in conf/ extends
     try:
         task()
     except SystemExit as e:

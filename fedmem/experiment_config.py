@@ -28,7 +28,13 @@ from fedmem.config import (
     TrainConfig,
     build_section,
 )
-from fedmem.data import DataConfig, DataSourceConfig, TaskConfig, check_configs
+from fedmem.data import (
+    DATA_SOURCES,
+    DataConfig,
+    DataSourceConfig,
+    TaskConfig,
+    check_configs,
+)
 from fedmem.io import atomic_write_text
 from fedmem.strategies import CENTRALIZED
 
@@ -166,11 +172,53 @@ def conf_dir() -> str:
     return str(resources.files("fedmem.conf"))
 
 
+def defaults_of(cls) -> dict[str, Any]:
+    """A config dataclass's defaults as plain data (nested sections as dicts), without running its checks."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(value):
+            value = dataclasses.asdict(value)
+        if value == {}:  # null, not an empty mapping: Hydra's struct mode refuses keys an override adds to one
+            value = None
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """Every config group's defaults from its dataclass, by the group's package in conf/ (``strategy``,
+    ``data/synthetic``, ``audit/mr``, ...): the one home of every default. A preset extends its group's schema
+    (``defaults: [schema, _self_]``, ``<source>_schema`` for data) and lists only what it changes."""
+    from fedmem.config import Decoding, StrategyConfig
+
+    out = {"": {"seed": 0, "plugins": [], "experiment": "none",
+                "train": defaults_of(TrainConfig), "simulation": defaults_of(SimulationConfig),
+                "audit": {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}},
+           "task": defaults_of(TaskConfig), "strategy": defaults_of(StrategyConfig),
+           "audit/decoding": defaults_of(Decoding)}
+    out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
+    out |= {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
+    out["audit/detector"] = out["audit/mr"]["detector"]
+    return out
+
+
+def register_schemas() -> None:
+    """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<source>_schema`` in ``data``,
+    the root's as ``schema``), before a composition reads conf/."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for package, node in schemas().items():
+        group, _, source = package.partition("/") if package.startswith("data/") else (package, "", "")
+        store.store(name=f"{source}_schema" if source else "schema", group=group or None, node=node)
+
+
 def compose_dict(overrides: list[str] | None = None) -> dict:
     """Compose the config tree with overrides into a plain dict (for tests and ``resolve``), no Hydra run dir."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    register_schemas()
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
     d = OmegaConf.to_container(cfg, resolve=True)

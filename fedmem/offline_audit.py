@@ -33,6 +33,7 @@ from fedmem.experiment_config import (
     compose_dict,
     conf_dir,
     from_dict,
+    schemas,
     write_config,
 )
 from fedmem.io import atomic_write_json
@@ -88,7 +89,10 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
                 known = sorted(p.stem for p in path.parent.glob("*.yaml"))
                 raise ValueError(f"{key}={value}: no such preset; known: {known}")
             preset = OmegaConf.load(path)
-            if "defaults" in preset or "hydra" in preset:  # a study preset: a whole sweep of trainings
+            extends = list(preset.pop("defaults", None) or [])
+            if extends == ["schema", "_self_"]:  # a preset listing only its changes to the group's schema
+                preset = OmegaConf.merge(schemas()[key], preset)
+            elif extends or "hydra" in preset:  # a study preset: a whole sweep of trainings
                 raise ValueError(f"{key}={value} is a study preset (it composes other presets and sweeps training "
                                  f"settings); re-audit with its audit settings as overrides instead")
             if "@package _global_" in path.read_text().split("\n", 1)[0]:

@@ -1,5 +1,6 @@
 """Invalid configurations fail before any training, with one clear message."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedmem.config import SimulationConfig, TrainConfig
 from fedmem.experiment_config import compose_dict, from_dict
 from tests.conftest import FAST, synthetic_only
 
@@ -106,6 +108,31 @@ def test_cli_fails_before_training_and_writes_nothing(tmp_path, override, messag
     assert proc.returncode != 0
     assert message in proc.stderr
     assert not run_dir.exists() or not any(run_dir.iterdir())
+
+
+def test_every_default_lives_in_the_dataclasses_and_a_preset_lists_only_its_changes():
+    """Each group preset extends its dataclass schema (Hydra's ConfigStore) and sets no key to the value the schema
+    already holds; the composed default config equals the dataclasses' defaults, key for key."""
+    from fedmem.experiment_config import schemas
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    found = schemas()
+    for group in ("task", "data", "strategy", "audit/decoding", "audit/mr", "audit/detector", "audit/pearl", "audit/pa",
+                  "audit/mia", "audit/utility"):
+        for preset in sorted((conf / group).glob("*.yaml")):
+            d = yaml.safe_load(preset.read_text()) or {}
+            assert preset.read_text().startswith("# fedmem run"), preset
+            schema = d["defaults"][0]
+            assert d["defaults"] == [schema, "_self_"], preset
+            base = found[f"data/{schema.removesuffix('_schema')}" if group == "data" else group]
+            same = [k for k, v in d.items() if k in base and base[k] == v and k not in ("name", "source", "strategy")]
+            assert same == [], f"{preset} repeats its schema's defaults for {same}"
+    root = yaml.safe_load((conf / "config.yaml").read_text())
+    assert not {"train", "audit", "simulation", "seed"} & set(root)  # the root's defaults are the dataclasses' too
+    d = compose_dict([])  # the model preset (tiny) sets train.*: its own changes
+    assert d["simulation"] == dataclasses.asdict(SimulationConfig())
+    assert {k: d["train"][k] for k in ("weight_decay", "max_grad_norm")} == {"weight_decay": TrainConfig().weight_decay,
+                                                                             "max_grad_norm": TrainConfig().max_grad_norm}
 
 
 def test_model_presets_set_model_and_training_only():

@@ -13,6 +13,7 @@ from fedmem.data import (
     check_configs,
     load_federated,
 )
+from fedmem.experiment_config import compose_dict
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -25,25 +26,26 @@ def _yaml(path: Path) -> dict:
 def test_task_yaml_equals_the_preset_and_names_its_command(task):
     path = CONF / "task" / f"{task}.yaml"
     assert path.read_text().startswith("# fedmem run ")
-    d = _yaml(path)
-    assert set(d) == {f.name for f in dataclasses.fields(TaskConfig)}  # every key, and only keys, of the dataclass
-    assert TaskConfig(**d) == TaskConfig(name=task)
+    assert _yaml(path) == {"defaults": ["schema", "_self_"], "name": task}  # the preset lives in the code, once
+    data = [] if task == "dialog" else ["data=hf"]
+    assert TaskConfig(**compose_dict([f"task={task}", *data])["task"]) == TaskConfig(name=task)
 
 
 @pytest.mark.parametrize("source", ["synthetic", "hf", "local"])
 def test_data_yaml_builds(source):
     path = CONF / "data" / f"{source}.yaml"
     assert path.read_text().startswith("# fedmem run ")
-    d = _yaml(path)
-    assert set(d) == {f.name for f in dataclasses.fields(DATA_SOURCES[source])}  # its own settings, all of them
+    assert _yaml(path)["defaults"] == [f"{source}_schema", "_self_"]  # its source's settings and their defaults
+    d = compose_dict([f"data={source}", *({"hf": ["task=qa"], "local": ["data.path=notes.csv"]}.get(source, []))])["data"]
+    assert set(d) == {f.name for f in dataclasses.fields(DATA_SOURCES[source])}  # every setting can be overridden
     if d.get("path") == "???":  # mandatory: the user names the file
         d["path"] = "notes.csv"
     cfg = DataConfig(**d)
     assert cfg.source == source and cfg.num_clients == 3 and type(cfg) is DATA_SOURCES[source]
 
 
-def test_synthetic_yaml_spells_out_every_option_with_the_code_defaults():
-    assert DataConfig(**_yaml(CONF / "data" / "synthetic.yaml")) == DataConfig()
+def test_the_default_data_are_the_synthetic_sources_defaults():
+    assert DataConfig(**compose_dict([])["data"]) == DataConfig()
 
 
 def test_a_setting_of_another_source_is_refused_by_name_unless_it_holds_that_sources_default():

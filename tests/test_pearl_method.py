@@ -198,8 +198,11 @@ def test_conf_file_matches_the_config_defaults():
         first = f.readline()
         f.seek(0)
         values = yaml.safe_load(f)
+    from fedmem.experiment_config import schemas
+
     assert first.startswith("# ") and "audit/pearl" in first
-    assert build_method_config("pearl", values) == PearlConfig()
+    assert values == {"defaults": ["schema", "_self_"]}  # its defaults are the dataclass's, changed by nothing
+    assert build_method_config("pearl", schemas()["audit/pearl"]) == PearlConfig()
 
 
 def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):
