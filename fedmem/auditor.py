@@ -33,16 +33,17 @@ def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
 
 class Auditor:
     """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
-    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already)."""
+    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already). The
+    audit pool is ``pool`` when the caller built it already (``audit_pool``), else built here from ``data``."""
 
-    def __init__(self, cfg: ExperimentConfig, data, model, tokenizer, label: str = "fl",
-                 source: dict | None = None, save_adapters: bool = True):
+    def __init__(self, cfg: ExperimentConfig, model, tokenizer, label: str = "fl", source: dict | None = None,
+                 save_adapters: bool = True, data=None, pool: tuple | None = None):
         self.cfg, self.label = cfg, label
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
-        self.run, configs = audit_pool(cfg, data, tokenizer)
+        self.run, configs = pool or audit_pool(cfg, data, tokenizer)
         self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []

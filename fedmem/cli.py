@@ -17,15 +17,12 @@ line per audited round and progress bars go to stderr; the last line printed (st
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
 
-import yaml
-
+from fedmem import lifecycle
 from fedmem.console import configure_logging
 from fedmem.experiment_config import (
     compose_dict,
@@ -34,12 +31,8 @@ from fedmem.experiment_config import (
     register_schemas,
     write_config,
 )
-from fedmem.io import atomic_write_json
 from fedmem.offline_audit import prepare_audit
-from fedmem.runtime import completed_round, preflight, run_centralized
-from fedmem.strategies import CENTRALIZED, strategy_named
 from fedmem.sweep import write_sweep_report
-from server.server_app import FAILURE_FILE, RoundFailedError
 from server.simulation import simulate
 
 USAGE = __doc__.split("\n\n")[1]
@@ -63,17 +56,13 @@ def _fail(msg: str) -> None:
 
 def run_experiment(d: dict, run_dir: str) -> Path:
     """Validate, write the resolved config into ``run_dir``, then train and audit. Returns the run dir."""
-    d = {**d, "run_dir": run_dir}
     try:
-        cfg = from_dict(d)
-        summary = preflight(cfg)  # data, model and audit pool: before the run directory exists or Ray starts
+        cfg, summary = lifecycle.start(d, run_dir)
     except (ValueError, TypeError) as e:
         if Path(run_dir).is_dir() and not any(Path(run_dir).iterdir()):
             Path(run_dir).rmdir()  # Hydra made it before calling us: leave nothing behind
         _fail(str(e))
     print(f"fedmem: {summary}", flush=True)
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    write_config(cfg, Path(run_dir) / "config.yaml")
     return execute(cfg)
 
 
@@ -87,57 +76,14 @@ def new_run_dir(d: dict) -> Path:
     return path.resolve()  # absolute: the SuperLink and SuperNodes may run from other directories
 
 
-def prepare_resume(run_dir: str) -> tuple:
-    """(config, the last completed round) of an interrupted run; refuses a finished run, a run without a completed
-    round and a strategy whose server state was not saved. Removes the rounds after the last complete one."""
-    run = Path(run_dir)
-    if not (run / "config.yaml").is_file():
-        raise ValueError(f"resume={run_dir}: not a fedmem run directory (no config.yaml)")
-    d = yaml.safe_load((run / "config.yaml").read_text())
-    cfg = from_dict({**d, "run_dir": str(run)})
-    status = run / "status.json"
-    if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
-        raise ValueError(f"resume={run_dir}: the run already finished")
-    if strategy_named(cfg.strategy.name).keeps_server_state:
-        raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
-                         f"not save; fedavg, fedprox and centralized runs can be resumed")
-    last = completed_round(run)
-    if last is None:
-        raise ValueError(f"resume={run_dir}: no round was completed (round_0 with its report and adapter); "
-                         f"start the run again")
-    preflight(cfg)
-    for partial in run.glob("round_*"):  # a round interrupted while it was written
-        if int(partial.name.removeprefix("round_")) > last:
-            shutil.rmtree(partial)
-    (run / FAILURE_FILE).unlink(missing_ok=True)
-    return cfg, last
-
-
 def execute(cfg, start_round: int = 0) -> Path:
-    """Train and audit a validated, written config (after ``start_round`` when resuming); ``status.json`` says
-    running / finished / failed with the error."""
-    run_dir = Path(cfg.run_dir)
-    status = run_dir / "status.json"
-    running = {"status": "running", "rounds": cfg.strategy.num_rounds}
-    atomic_write_json(status, {**running, "resumed_after": start_round} if start_round else running)
+    """Train and audit a started run (``fedmem.lifecycle.execute``, federated rounds in Flower's simulation); a round
+    that fell short of its clients ends the run with one line, recorded as failed, not a traceback."""
     try:
-        if cfg.strategy.name == CENTRALIZED:
-            run_centralized(cfg, start_round)
-        else:
-            simulate(str(run_dir / "config.yaml"), start_round)
-        failure = run_dir / FAILURE_FILE
-        if failure.is_file():
-            raise RoundFailedError(json.loads(failure.read_text())["error"])
-        if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
-            raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
-    except BaseException as e:
-        atomic_write_json(status, {"status": "failed", "error": f"{type(e).__name__}: {e}"})
-        if isinstance(e, RoundFailedError):  # an expected outcome, recorded: one line, not a traceback
-            print(f"fedmem: run failed: {e}", file=sys.stderr)
-            sys.exit(1)
-        raise
-    atomic_write_json(status, {"status": "finished", "rounds": cfg.strategy.num_rounds})
-    return run_dir
+        return lifecycle.execute(cfg, simulate, start_round)
+    except lifecycle.RoundFailedError as e:  # an expected outcome, recorded: one line, not a traceback
+        print(f"fedmem: run failed: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def _hydra_main(argv: list[str]) -> None:
@@ -180,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         if len(rest) > 1:
             _fail("fedmem run resume=DIR takes no other overrides: the run's config.yaml fixes everything")
         try:
-            cfg, last = prepare_resume(rest[0].partition("=")[2])
+            cfg, last = lifecycle.prepare_resume(rest[0].partition("=")[2])
         except (ValueError, TypeError) as e:
             _fail(str(e))
         print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)

@@ -39,7 +39,7 @@ from fedmem.experiment_config import (
 from fedmem.io import atomic_write_json
 from fedmem.model.gguf import file_sha256
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
-from fedmem.runtime import base_model, federated_data, make_auditor, saved_adapter
+from fedmem.runtime import federated_data, make_auditor, run_audit_pool, saved_adapter
 from fedmem.strategies import CENTRALIZED
 from fedmem.sweep import write_sweep_report
 
@@ -147,7 +147,7 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)
-    audit_pool(cfg, federated_data(cfg), base_model(cfg)[1])  # a pool the data cannot fill fails here
+    run_audit_pool(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
     return cfg, rounds_, run
 
 
@@ -252,7 +252,7 @@ def audit_external(cfg: ExperimentConfig) -> Path:
     data = federated_data(cfg)
     source["membership"] = data.ground_truth.get("membership") or {"source": "split", "seed": cfg.seed}
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
-    auditor = Auditor(cfg, data, model, tokenizer, label="fl", source=source, save_adapters=False)
+    auditor = Auditor(cfg, model, tokenizer, label="fl", source=source, save_adapters=False, data=data)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")

@@ -34,7 +34,8 @@ _CACHE: dict[tuple, object] = {}
 
 # What each cached object depends on: audits with other settings over the same data reuse the data and models.
 _DEPENDS = {"data": ("task", "data"), "base": ("task", "data", "model"), "examples": ("task", "data", "model"),
-            "rendered": ("task", "data", "model"), "seq_len": ("task", "data", "model")}
+            "rendered": ("task", "data", "model"), "seq_len": ("task", "data", "model"),
+            "pool": ("task", "data", "model", "audit")}
 
 
 def _cached(kind: str, cfg: ExperimentConfig, build, *extra):
@@ -54,6 +55,12 @@ def base_model(cfg: ExperimentConfig):
     """(frozen base model, tokenizer, where it came from); loaded once per process."""
     return _cached("base", cfg, lambda: load_base(cfg.model, federated_data(cfg).public_corpus, cfg.seed,
                                                  cfg.cache_dir, progress=cfg.train.progress))
+
+
+def run_audit_pool(cfg: ExperimentConfig) -> tuple:
+    """(the run's audit pool, each enabled method's config), checked against every method's needs and built once per
+    process: the preflight's pool is the one the auditor audits."""
+    return _cached("pool", cfg, lambda: audit_pool(cfg, federated_data(cfg), base_model(cfg)[1]))
 
 
 def fresh_lora_model(cfg: ExperimentConfig):
@@ -147,8 +154,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
     data = federated_data(cfg)
-    _, tokenizer, where = base_model(cfg)
-    run, configs = audit_pool(cfg, data, tokenizer)
+    _, _, where = base_model(cfg)
+    run, configs = run_audit_pool(cfg)
     names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
         str(c) for c in range(data.num_clients)]
     clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
@@ -165,18 +172,8 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None =
     audited; a training run unless told) also gets a GGUF base model's file and sha256, so that every report names
     the exact weights that were fine-tuned."""
     source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
-    return Auditor(cfg, federated_data(cfg), *fresh_lora_model(cfg), label=label, source=source,
-                   save_adapters=save_adapters)
-
-
-def completed_round(run_dir) -> int | None:
-    """The last round of a run whose report and adapter were both written: a resumed run continues after it.
-    Rounds are written in order, so this is the longest unbroken prefix of complete rounds."""
-    r = -1
-    while (Path(run_dir) / f"round_{r + 1}" / "report.json").is_file() and \
-            (Path(run_dir) / f"round_{r + 1}" / "adapter" / "adapter_model.safetensors").is_file():
-        r += 1
-    return None if r < 0 else r
+    return Auditor(cfg, *fresh_lora_model(cfg), label=label, source=source, save_adapters=save_adapters,
+                   pool=run_audit_pool(cfg))
 
 
 def saved_adapter(run_dir, server_round: int) -> dict:

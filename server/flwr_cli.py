@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from fedmem.io import atomic_write_json
+from fedmem.lifecycle import set_status
 
 STARTED = re.compile(r"Successfully started run (\d+)")
 REPO = Path(__file__).resolve().parents[1]
@@ -70,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 pass
             if stopped:
-                atomic_write_json(run_dir / "status.json",
-                                  {"status": "stopped", "error": f"stopped by the user: flwr stop {run_id}"})
+                set_status(run_dir, "stopped", error=f"stopped by the user: flwr stop {run_id}")
         proc.terminate()
         try:
             proc.wait(timeout=10)

@@ -7,29 +7,22 @@ maps the config to a Flower strategy and hands the aggregated adapter to the hoo
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
 from fedmem.experiment_config import ExperimentConfig, load_config
-from fedmem.io import atomic_write_json
+from fedmem.lifecycle import RoundFailedError, record_failure
 from fedmem.report import headline
 from fedmem.runtime import run_auditor
 from fedmem.strategies import strategy_named
-
-FAILURE_FILE = "round_failure.json"  # written when a round falls short of its trained clients; the CLI reads it
 
 
 def last_line(reason: str) -> str:
     """The exception line at the end of a client's error (Ray sends the whole remote traceback)."""
     lines = [x.strip() for x in str(reason).splitlines() if x.strip()]
     return lines[-1] if lines else "no detail"
-
-
-class RoundFailedError(RuntimeError):
-    """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
 
 
 WEIGHT_KEY = "num_examples"  # a client's share of the average (FedAvg's weighting), sent in its train metrics
@@ -138,20 +131,21 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
             train_config=ConfigRecord({"round-offset": start_round}),
             evaluate_fn=evaluate,
         )
-    except RoundFailedError as e:  # Flower may only log an exception of the ServerApp: leave it for the CLI too
-        atomic_write_json(Path(cfg.run_dir) / FAILURE_FILE, {"error": str(e)})
+    except RoundFailedError as e:  # Flower may only log an exception of the ServerApp: leave it for the run too
+        record_failure(cfg.run_dir, str(e))
         raise
     auditor.finish()
 
 
-def make_server_app(config_path: str | None = None, start_round: int = 0) -> ServerApp:
-    """A ServerApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
-    ``start_round``: continue the run after that round (``fedmem run resume=DIR``)."""
+def make_server_app(cfg: ExperimentConfig | None = None, start_round: int = 0) -> ServerApp:
+    """A ServerApp for one validated config (the simulation hands it down). ``cfg=None``: read the resolved config
+    named by the run config (``flwr run``). ``start_round``: continue the run after that round (``fedmem run
+    resume=DIR``)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(grid, load_config(config_path or context.run_config["config-path"]), start_round)
+        run_server(grid, cfg or load_config(context.run_config["config-path"]), start_round)
 
     return app
 

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flwr.simulation import run_simulation
 
 from clients.client_app import make_client_app
-from fedmem.experiment_config import load_config
+from fedmem.experiment_config import ExperimentConfig
 from server.server_app import make_server_app
 
 
-def simulate(config_path: str, start_round: int = 0) -> None:
-    """The experiment of a resolved config, from the start or (``start_round`` > 0) after that round."""
-    cfg = load_config(config_path)
+def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
+    """The federated rounds of a started run (its resolved config written), from the start or (``start_round`` > 0)
+    after that round. The ServerApp runs in this process and gets the config as it is; each ClientApp, in a Ray
+    actor, reads the run's written config.yaml."""
     sim = cfg.simulation
     init_args = {"log_to_driver": True, "include_dashboard": False}
     if sim.ray_address:  # attach: the cluster outlives the run; only the run's actors are stopped at its end
         init_args["address"] = sim.ray_address
     run_simulation(
-        server_app=make_server_app(config_path, start_round),
-        client_app=make_client_app(config_path),
+        server_app=make_server_app(cfg, start_round),
+        client_app=make_client_app(str(Path(cfg.run_dir) / "config.yaml")),
         num_supernodes=cfg.num_clients,
         backend_name=sim.backend,
         backend_config={

@@ -159,7 +159,9 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
 
     from clients.client_app import make_client_app
     from fedmem.experiment_config import write_config
-    from server.server_app import FAILURE_FILE, RoundFailedError, make_server_app
+    from fedmem.lifecycle import FAILURE as FAILURE_FILE
+    from fedmem.lifecycle import RoundFailedError
+    from server.server_app import make_server_app
 
     before = ray_processes()
     cfg = from_dict(compose())
@@ -173,7 +175,7 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
         return client_round(cfg, client, *args, **kwargs)
 
     with pytest.raises(RoundFailedError, match=r"round 1: 1 of 2 sampled clients trained \(clients \[0\]\)"):
-        run_simulation(server_app=make_server_app(str(path)), client_app=make_client_app(str(path), failing_round),
+        run_simulation(server_app=make_server_app(cfg), client_app=make_client_app(str(path), failing_round),
                        num_supernodes=2, backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0}})
     failure = json.loads((Path(cfg.run_dir) / FAILURE_FILE).read_text())["error"]
     assert "needs 2; 1 failed, 0 sent no reply (node " in failure and "client 1's disk is full" in failure

@@ -105,7 +105,8 @@ def test_lower_layers_never_import_upper_ones():
     layers = [
         ("fedmem.cli",),
         ("clients", "server"),
-        ("fedmem.runtime", "fedmem.offline_audit"),
+        ("fedmem.lifecycle", "fedmem.offline_audit"),
+        ("fedmem.runtime",),
         ("fedmem.auditor", "fedmem.report", "fedmem.sweep"),
         ("fedmem.views",),
         ("fedmem.experiment_config",),
@@ -124,6 +125,12 @@ def test_lower_layers_never_import_upper_ones():
         if layer(mod) is not None and layer(dep) is not None and layer(dep) < layer(mod)
     )
     assert upward == []
+
+
+def test_the_cli_starts_the_flower_apps_only_through_their_entry_point():
+    """The run's lifecycle (status, resume, failure) lives in fedmem.lifecycle; the CLI hands it the simulation."""
+    used = {n for n in imported_names(ROOT / "fedmem" / "cli.py") if n.split(".")[0] in ("server", "clients")}
+    assert used <= {"server.simulation", "server.simulation.simulate"}, used
 
 
 def test_audit_methods_compute_and_views_plot():
