@@ -191,13 +191,16 @@ def schemas() -> dict[str, dict[str, Any]]:
     (``defaults: [schema, _self_]``, ``<source>_schema`` for data) and lists only what it changes."""
     from fedmem.config import Decoding, StrategyConfig
 
-    out = {"": {"seed": 0, "plugins": [], "experiment": "none",
-                "train": defaults_of(TrainConfig), "simulation": defaults_of(SimulationConfig),
-                "audit": {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}},
+    methods = {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
+    shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
+    # every registered method's settings sit under audit.<name> even without a YAML of its own (or a line in
+    # config.yaml's defaults list), so that `audit.<name>.<key>=...` overrides a new method's setting too
+    out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
+                "simulation": defaults_of(SimulationConfig),
+                "audit": shared | {k.removeprefix("audit/"): v for k, v in methods.items()}},
            "task": defaults_of(TaskConfig), "strategy": defaults_of(StrategyConfig),
-           "audit/decoding": defaults_of(Decoding)}
+           "audit/decoding": defaults_of(Decoding), **methods}
     out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
-    out |= {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
     out["audit/detector"] = out["audit/mr"]["detector"]
     return out
 

@@ -89,6 +89,13 @@ def test_a_new_audit_method_shows_on_the_console_both_pages_summary_and_sweep_ta
     assert "| confident suffixes |" in (sweep / "sweep_report.md").read_text().replace("n | confident", "| confident")
 
 
+def test_a_new_methods_settings_compose_and_override_without_a_yaml_of_its_own(confident, compose):
+    from fedmem.experiment_config import from_dict, method_configs
+
+    cfg = from_dict(compose("audit.methods=[utility,confident]", "audit.confident.log10_p=-5"))
+    assert method_configs(cfg)["confident"] == ConfidentConfig(log10_p=-5.0)
+
+
 # ---------------------------------------------------------------- a data source and a strategy of one's own
 
 PLUGIN = '''
