@@ -24,13 +24,7 @@ from pathlib import Path
 
 from fedmem import lifecycle
 from fedmem.console import configure_logging
-from fedmem.experiment_config import (
-    compose_dict,
-    conf_dir,
-    from_dict,
-    register_schemas,
-    write_config,
-)
+from fedmem.experiment_config import compose_dict, conf_dir, from_dict, register_schemas, write_config
 from fedmem.offline_audit import prepare_audit
 from fedmem.sweep import write_sweep_report
 from server.simulation import simulate

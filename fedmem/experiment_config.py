@@ -20,21 +20,8 @@ from typing import Any
 import yaml
 
 from fedmem.audit import AUDIT_METHODS, build_method_config
-from fedmem.config import (
-    AuditConfig,
-    ModelConfig,
-    SimulationConfig,
-    StrategyConfig,
-    TrainConfig,
-    build_section,
-)
-from fedmem.data import (
-    DATA_SOURCES,
-    DataConfig,
-    DataSourceConfig,
-    TaskConfig,
-    check_configs,
-)
+from fedmem.config import AuditConfig, ModelConfig, SimulationConfig, StrategyConfig, TrainConfig, build_section
+from fedmem.data import DATA_SOURCES, DataConfig, DataSourceConfig, TaskConfig, check_configs
 from fedmem.io import atomic_write_text
 from fedmem.strategies import CENTRALIZED
 

@@ -28,14 +28,7 @@ from omegaconf import OmegaConf
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
-from fedmem.experiment_config import (
-    ExperimentConfig,
-    compose_dict,
-    conf_dir,
-    from_dict,
-    schemas,
-    write_config,
-)
+from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, schemas, write_config
 from fedmem.io import atomic_write_json
 from fedmem.model.gguf import file_sha256
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer

@@ -20,13 +20,7 @@ from pathlib import Path
 
 from fedmem.audit.base import declared_figures
 from fedmem.fmt import figure_text, pct
-from fedmem.io import (
-    atomic_write_json,
-    atomic_write_text,
-    pyplot,
-    save_figure,
-    to_jsonable,
-)
+from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
 from fedmem.strategies import strategy_named
 from fedmem.views import view_for
 

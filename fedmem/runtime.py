@@ -19,13 +19,7 @@ from fedmem.auditor import Auditor, audit_pool
 from fedmem.data import load_federated
 from fedmem.experiment_config import ExperimentConfig, method_configs
 from fedmem.model.gguf import gguf_identity
-from fedmem.model.load import (
-    adapter_state,
-    device,
-    load_adapter_state,
-    load_base,
-    wrap_lora,
-)
+from fedmem.model.load import adapter_state, device, load_adapter_state, load_base, wrap_lora
 from fedmem.strategies import CENTRALIZED
 from fedmem.train import tokenize_examples, train_local
 

@@ -5,14 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from fedmem.data import (
-    DataConfig,
-    TaskConfig,
-    check_configs,
-    format_example,
-    format_prompt,
-    load_federated,
-)
+from fedmem.data import DataConfig, TaskConfig, check_configs, format_example, format_prompt, load_federated
 from fedmem.data.partition import dirichlet, iid, natural
 from fedmem.data.synthetic import check_ground_truth
 from fedmem.data.templates import TEMPLATES

@@ -6,13 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedmem.data import (
-    DATA_SOURCES,
-    DataConfig,
-    TaskConfig,
-    check_configs,
-    load_federated,
-)
+from fedmem.data import DATA_SOURCES, DataConfig, TaskConfig, check_configs, load_federated
 from fedmem.experiment_config import compose_dict
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

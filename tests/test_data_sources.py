@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedmem.data import (
-    DataConfig,
-    DatasetUnavailableError,
-    TaskConfig,
-    load_federated,
-    read_ground_truth,
-)
+from fedmem.data import DataConfig, DatasetUnavailableError, TaskConfig, load_federated, read_ground_truth
 from fedmem.data.tasks import RCT_LABELS
 from tests.fixtures.make_fixtures import EXPECTED
 

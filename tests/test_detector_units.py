@@ -13,22 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedmem.audit.detector import (
-    DetectorConfig,
-    MissingAssetError,
-    PlagiarismDetector,
-    is_incoherent,
-)
+from fedmem.audit.detector import DetectorConfig, MissingAssetError, PlagiarismDetector, is_incoherent
 from fedmem.audit.detector import align as align_mod
 from fedmem.audit.detector import seeding as seeding_mod
 from fedmem.audit.detector import verbatim as verbatim_mod
 from fedmem.audit.detector.align import AlignedCase, extend, resolve_overlaps
-from fedmem.audit.detector.preprocess import (
-    Preprocessor,
-    split_sentences,
-    term_tokens,
-    vectorize,
-)
+from fedmem.audit.detector.preprocess import Preprocessor, split_sentences, term_tokens, vectorize
 from fedmem.audit.detector.verbatim import common_runs
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,14 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import (
-    make_run,
-    make_sample,
-    memorize,
-    texts,
-    tiny_model,
-    tiny_tokenizer,
-)
+from helpers import make_run, make_sample, memorize, texts, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
 from fedmem.audit.calibration import roc_auc

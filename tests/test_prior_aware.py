@@ -11,13 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.audit.base import (
-    AUDIT_METHODS,
-    AuditRun,
-    AuditSample,
-    RoundContext,
-    build_method_config,
-)
+from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, RoundContext, build_method_config
 from fedmem.audit.prior_aware import (
     GENERIC_LONG,
     GENERIC_SHORT,

@@ -6,13 +6,7 @@ import json
 import pytest
 
 from bench.references import english_passages
-from fedmem.data import (
-    DataConfig,
-    TaskConfig,
-    format_example,
-    format_prompt,
-    load_federated,
-)
+from fedmem.data import DataConfig, TaskConfig, format_example, format_prompt, load_federated
 
 SECTIONS = ["alpha", "beta", "gamma"]
 

@@ -17,13 +17,7 @@ import numpy as np
 from fedmem.config import Decoding, build_section
 from fedmem.generation import generate_batched
 from fedmem.progress import progress_bar
-from fedmem.scoring import (
-    TokenStats,
-    prior_inputs,
-    prior_logprobs,
-    sequence_logprobs,
-    token_stats,
-)
+from fedmem.scoring import TokenStats, prior_inputs, prior_logprobs, sequence_logprobs, token_stats
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from fedmem.audit.base import (
-    AuditMethod,
-    AuditRun,
-    AuditSample,
-    Figure,
-    RoundContext,
-    register,
-)
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
 from fedmem.audit.calibration import calibrate_threshold, roc_auc
 from fedmem.audit.samples import draw
 from fedmem.config import check_fields, option, positive

@@ -13,19 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, Figure, RoundContext, register
-from fedmem.audit.detector import (
-    CATEGORIES,
-    DetectorConfig,
-    PlagiarismDetector,
-    is_incoherent,
-)
+from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
 from fedmem.audit.mr_stats import mr_figures
-from fedmem.audit.suffix_index import (
-    IndexConfig,
-    elasticsearch_client,
-    query_terms,
-    suffix_index,
-)
+from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client, query_terms, suffix_index
 from fedmem.audit.truth import canary_group
 from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.generation import decoding_used, hit_cap

@@ -26,14 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedmem.audit.base import (
-    AuditMethod,
-    AuditRun,
-    AuditSample,
-    Figure,
-    RoundContext,
-    register,
-)
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
 from fedmem.audit.calibration import (
     calibrate_threshold,
     cross_fitted,
@@ -46,13 +39,7 @@ from fedmem.audit.calibration import (
 )
 from fedmem.audit.intervals import rate
 from fedmem.audit.performance import performance
-from fedmem.audit.perturb import (
-    bitflip,
-    change_shares,
-    default_replacer,
-    flip_count,
-    sample_rng,
-)
+from fedmem.audit.perturb import bitflip, change_shares, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.samples import draw
 from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores

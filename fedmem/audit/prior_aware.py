@@ -50,14 +50,7 @@ from typing import Literal
 
 import numpy as np
 
-from fedmem.audit.base import (
-    AuditMethod,
-    AuditRun,
-    AuditSample,
-    Figure,
-    RoundContext,
-    register,
-)
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
 from fedmem.audit.intervals import Z95, rate
 from fedmem.audit.samples import draw
 from fedmem.audit.truth import canary_group, canary_group_order
