@@ -30,7 +30,7 @@ from fedmem.audit import AUDIT_METHODS
 from fedmem.auditor import Auditor, audit_pool
 from fedmem.experiment_config import ExperimentConfig, compose_dict, conf_dir, from_dict, schemas, write_config
 from fedmem.io import atomic_write_json
-from fedmem.model.gguf import file_sha256
+from fedmem.model.gguf import gguf_identity
 from fedmem.model.load import check_local_model, load_audited_model, load_tokenizer
 from fedmem.runtime import federated_data, make_auditor, run_audit_pool, saved_adapter
 from fedmem.strategies import CENTRALIZED
@@ -236,8 +236,8 @@ def audit_external(cfg: ExperimentConfig) -> Path:
     """Audit ``model.path`` or ``model.gguf_file`` (+ ``model.adapter``) on the configured clients' data, once, as
     round 0."""
     if cfg.model.gguf_file:
-        gguf = cfg.model.gguf_path()
-        model_name, model_sha256 = str(gguf), file_sha256(gguf)
+        ident = gguf_identity(cfg.model)
+        model_name, model_sha256 = ident["gguf_file"], ident["gguf_sha256"]
     else:
         model_name, model_sha256 = cfg.model.path, _files_sha256(cfg.model.path)
     source = {"kind": "external", "model": model_name, "model_sha256": model_sha256, "adapter": cfg.model.adapter,

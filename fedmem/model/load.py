@@ -13,7 +13,7 @@ import torch
 
 from fedmem.config import ModelConfig
 from fedmem.io import atomic_dir
-from fedmem.model.gguf import file_sha256, gguf_model_dir
+from fedmem.model.gguf import gguf_identity, gguf_model_dir
 from fedmem.model.tiny import load_or_build_tiny
 from fedmem.progress import library_bars
 
@@ -113,10 +113,8 @@ def load_base(cfg: ModelConfig, public_corpus: list[str], seed: int, cache_dir: 
 
 def base_origin(cfg: ModelConfig) -> str:
     """Where a pretrained base comes from, for a summary line: ``model.path``, or the GGUF file and its sha256."""
-    if cfg.gguf_file:
-        path = cfg.gguf_path()
-        return f"{path}, sha256 {file_sha256(path)[:12]}"
-    return cfg.path
+    ident = gguf_identity(cfg)
+    return f"{ident['gguf_file']}, sha256 {ident['gguf_sha256'][:12]}" if ident else cfg.path
 
 
 def wrap_lora(model, cfg: ModelConfig):
