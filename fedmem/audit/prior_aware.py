@@ -372,7 +372,7 @@ class PriorAwareMemorization(AuditMethod):
     name = "pa"
     Config = PriorAwareConfig
     title = "Prior-Aware memorization (PA)"
-    size_keys = ("c", "trials")
+    size_keys = ("n", "c", "trials")
     figures = (
         Figure("pa_memorized", "PA-memorized", kind="count", of="audited", console=True, sweep=None),
         Figure("pa_rate", "PA-memorized"),
