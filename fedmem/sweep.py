@@ -11,8 +11,11 @@ paper), so a row never pools runs that differ in anything but the seed. A cell i
 - with one run: its value and that run's own 95% sampling interval from ``summary.json``'s ``ci95``
   (``sampling95``; none where the run has none).
 
-Rate intervals are clipped to [0, 1]. ``sweep_tables.json`` keeps fractions; ``sweep_report.md`` shows percent
-(as everywhere, through fedmem.fmt; differences in percentage points).
+The columns are the figures the audit methods declare (``fedmem.audit.base.Figure``), never named here: each table
+shows the roles it is about (the paper's MR comparison, its performance column, MR_Total's categories) and every
+figure declared for all tables. Rate intervals are clipped to [0, 1]. ``sweep_tables.json`` keeps fractions;
+``sweep_report.md`` shows each figure as it is declared (rates in percent, differences in percentage points,
+scores as numbers, through fedmem.fmt).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from fedmem.fmt import figure_text
 from fedmem.io import atomic_write_json, atomic_write_text, to_jsonable
 from fedmem.strategies import CENTRALIZED
 
-DIFFERENT = ("total", "utility", "performance")  # the framework table's roles (the paper's Table 2) beside "extra"
-ANSWER = ("answer", "extra")  # every other table: the paper's MR comparison, then fedmem's own figures
+# A table's columns are the figures the methods declare for its roles (``Figure.sweep``), role by role.
+ANSWER = ("answer", "extra")  # the paper's MR comparison, then fedmem's own figures
+WITH_PERFORMANCE = ("answer", "performance", "extra")  # ... and the model's performance
+FRAMEWORK = ("utility", "performance", "total", "extra")  # CL vs FL (the paper's Table 2): utility and MR_Total
 PERFORMANCE = "performance"  # the paper's "Performance" column: the first figure declared for it that a run has
 
 
@@ -46,16 +51,16 @@ class Factor(NamedTuple):
 
 FACTORS = {  # in the paper's table order; rows nest task, then model, then the others in this order
     "task": Factor("Task", ("task", "name"), "Table 1", ANSWER, ("summarization", "dialog", "qa", "classification")),
-    "framework": Factor("Framework", None, "Tables 2, 9 and 15", ("utility", "performance", "total", "extra"),
+    "framework": Factor("Framework", None, "Tables 2, 9 and 15", FRAMEWORK,
                         ("CL", "FL")),
     "decoding": Factor("Decoding", ("audit", "decoding", "strategy"), "Table 3", ANSWER,
                        ("temperature", "top_k", "top_p", "greedy")),
     "prefix_len": Factor("Prefix length", ("audit", "prefix_len"), "Table 4", ANSWER),
-    "algorithm": Factor("Federated algorithm", ("strategy", "name"), "Tables 5 and 12",
-                        ("answer", "performance", "extra"), ("fedavg", "fedprox")),
+    "algorithm": Factor("Federated algorithm", ("strategy", "name"), "Tables 5 and 12", WITH_PERFORMANCE,
+                        ("fedavg", "fedprox")),
     "model": Factor("Model", ("model", "name"), "Table 13", ANSWER,
                     ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama3.2-1b", "llama3.2-3b")),
-    "rounds": Factor("Communication rounds", ("strategy", "num_rounds"), "Table 14", ("answer", "performance", "extra")),
+    "rounds": Factor("Communication rounds", ("strategy", "num_rounds"), "Table 14", WITH_PERFORMANCE),
 }
 NESTING = ("task", "model", "framework", "algorithm", "rounds", "decoding", "prefix_len")
 WIDE = {"model": "task"}  # Table 13 puts the tasks side by side
@@ -186,7 +191,7 @@ def sweep_tables(jobs: list[dict]) -> dict[str, dict]:
         groups: dict[tuple, list[dict]] = {}
         for j in jobs:
             groups.setdefault(tuple(_value(j, g) for g in rows_by), []).append(j)
-        spec = FACTORS.get(factor, Factor(factor, None, "", ("answer", "performance", "extra")))
+        spec = FACTORS.get(factor, Factor(factor, None, "", WITH_PERFORMANCE))
         present = {k for j in jobs for k in j["final"]}
         columns = {k: v for k, v in sweep_columns(spec.columns).items() if k in present}
         rows = []
