@@ -97,7 +97,7 @@ def _hydra_main(argv: list[str]) -> None:
         print(run_experiment(d, hc.runtime.output_dir), flush=True)
 
     sys.argv = [sys.argv[0], *argv]
-    register_schemas()  # the dataclasses' defaults, which every preset in conf/ extends
+    register_schemas(argv)  # the dataclasses' defaults, which every preset in conf/ extends
     try:
         task()
     except SystemExit as e:

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from fedmem.audit import AUDIT_METHODS, build_method_config
-from fedmem.config import AuditConfig, ModelConfig, SimulationConfig, StrategyConfig, TrainConfig, build_section
+from fedmem.config import (AuditConfig, Decoding, ModelConfig, SimulationConfig, StrategyConfig, TrainConfig,
+                           build_section)
 from fedmem.data import DATA_SOURCES, DataConfig, DataSourceConfig, TaskConfig, check_configs
 from fedmem.io import atomic_write_text
 from fedmem.strategies import CENTRALIZED
@@ -56,7 +57,7 @@ class ExperimentConfig:
         d = self.to_dict()
         for key in ("run_dir", "cache_dir", "experiment"):
             d.pop(key, None)
-        if not d["plugins"]:  # no plugin, no change to results: a config without the key hashes as it always did
+        if not d["plugins"]:  # without plugins the key changes nothing: it need not be written to hash the same
             d.pop("plugins")
         d["train"].pop("progress", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -176,8 +177,6 @@ def schemas() -> dict[str, dict[str, Any]]:
     """Every config group's defaults from its dataclass, by the group's package in conf/ (``strategy``,
     ``data/synthetic``, ``audit/mr``, ...): the one home of every default. A preset extends its group's schema
     (``defaults: [schema, _self_]``, ``<source>_schema`` for data) and lists only what it changes."""
-    from fedmem.config import Decoding, StrategyConfig
-
     methods = {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
     shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
     # every registered method's settings sit under audit.<name> even without a YAML of its own (or a line in
@@ -192,10 +191,15 @@ def schemas() -> dict[str, dict[str, Any]]:
     return out
 
 
-def register_schemas() -> None:
+def register_schemas(overrides: list[str] = ()) -> None:
     """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<source>_schema`` in ``data``,
-    the root's as ``schema``), before a composition reads conf/."""
+    the root's as ``schema``), before a composition reads conf/. The plugins an override names (``plugins=[...]``)
+    are imported first, so that their methods' and sources' schemas are there for their YAML and overrides."""
     from hydra.core.config_store import ConfigStore
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("plugins=")]):
+        import_plugins(override.value())
 
     store = ConfigStore.instance()
     for package, node in schemas().items():
@@ -208,7 +212,7 @@ def compose_dict(overrides: list[str] | None = None) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    register_schemas()
+    register_schemas(list(overrides or []))
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
     d = OmegaConf.to_container(cfg, resolve=True)

@@ -171,13 +171,13 @@ def plugin_conf(tmp_path, monkeypatch):
                                                                     os.environ.get("PYTHONPATH")])))
     conf = tmp_path / "conf"
     shutil.copytree(conf_dir(), conf)
+    # like every preset, they extend their schema (the plugin's dataclass defaults) and list only their changes
     (conf / "data" / "toy_notes.yaml").write_text(
         "# fedmem run plugins=[fedmem_toy_plugin] data=toy_notes task=text\n"
-        "source: toy_notes\nnum_clients: 3\ntrain_per_client: 24\ntest_per_client: 6\nwords_per_text: 40\n")
+        "defaults:\n  - toy_notes_schema\n  - _self_\nsource: toy_notes\ntrain_per_client: 24\ntest_per_client: 6\n")
     (conf / "strategy" / "toy_median.yaml").write_text(
         "# fedmem run plugins=[fedmem_toy_plugin] strategy=toy_median\n"
-        "name: toy_median\nnum_rounds: 1\nproximal_mu: 0.0\nfraction_train: 1.0\nmin_train_nodes: 1\n"
-        "min_trained_clients: null\nround_timeout: 3600\nserver_lr: 0.01\nserver_momentum: 0.9\n")
+        "defaults:\n  - schema\n  - _self_\nname: toy_median\nnum_rounds: 1\n")
     monkeypatch.setenv("FEDMEM_CONF", str(conf))
     monkeypatch.setenv("TOY_STRATEGY_LOG", str(tmp_path / "strategy.jsonl"))
     yield tmp_path
