@@ -61,3 +61,14 @@ def test_wheel_runs_outside_the_checkout(tmp_path, cache_dir):
     run_dir = work / "runs" / "wheel"
     assert out.strip().splitlines()[-1].endswith("runs/wheel")
     assert (run_dir / "round_1" / "report.json").exists() and (run_dir / "summary.json").exists()
+
+
+def test_every_package_of_the_source_tree_goes_into_the_wheel():
+    """setuptools takes the packages pyproject.toml lists: a package folder left off would be missing from an
+    installed fedmem (a one-round run does not import every one of them)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("fedmem", "clients", "server")
+             for p in (ROOT / top).rglob("__init__.py")}
+    assert found - {"conf"} <= listed and "fedmem.conf" in listed, sorted(found - listed)
