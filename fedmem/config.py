@@ -32,6 +32,11 @@ def option_factory(default, help: str):
     return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
 
 
+def field_default(f: dataclasses.Field):
+    """A field's default value (a fresh one from its factory), or ``dataclasses.MISSING`` when it has none."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 def section(cls, help: str):
     """A nested config section (a dataclass field), built from its defaults unless given."""
     return field(default_factory=cls, metadata={"help": help})

@@ -21,7 +21,7 @@ import yaml
 
 from fedmem.audit import AUDIT_METHODS, build_method_config
 from fedmem.config import (AuditConfig, Decoding, ModelConfig, SimulationConfig, StrategyConfig, TrainConfig,
-                           build_section)
+                           build_section, field_default)
 from fedmem.data import DATA_SOURCES, DataConfig, DataSourceConfig, TaskConfig, check_configs
 from fedmem.io import atomic_write_text
 from fedmem.strategies import CENTRALIZED
@@ -164,7 +164,7 @@ def defaults_of(cls) -> dict[str, Any]:
     """A config dataclass's defaults as plain data (nested sections as dicts), without running its checks."""
     out = {}
     for f in dataclasses.fields(cls):
-        value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        value = field_default(f)
         if dataclasses.is_dataclass(value):
             value = dataclasses.asdict(value)
         if value == {}:  # null, not an empty mapping: Hydra's struct mode refuses keys an override adds to one

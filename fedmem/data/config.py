@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedmem.config import build_section, check_fields, option
+from fedmem.config import build_section, check_fields, field_default, option
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 
@@ -196,19 +196,13 @@ def DataConfig(source: str = "synthetic", **settings) -> DataSourceConfig:  # no
             mine[key] = value
             continue
         readers = {name: default for name, other in DATA_SOURCES.items() for f in dataclasses.fields(other)
-                   if f.name == key and (default := _default(f)) is not dataclasses.MISSING}
+                   if f.name == key and (default := field_default(f)) is not dataclasses.MISSING}
         if not readers:
             mine[key] = value  # unknown to every source: build_section names it
         elif value not in readers.values():
             raise ValueError(f"data.{key} is not used by data.source={source}; it is a setting of data.source="
                              f"{' or '.join(sorted(readers))}")
     return build_section(cls, {"source": source, **mine}, "data")
-
-
-def _default(f: dataclasses.Field):
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return f.default
 
 
 def check_configs(task: TaskConfig, data: DataSourceConfig) -> None:
