@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fedmem.strategies import strategy_named
 
 # ---------------------------------------------------------------- field helpers and type checks
 
@@ -35,6 +34,23 @@ def option_factory(default, help: str):
 def field_default(f: dataclasses.Field):
     """A field's default value (a fresh one from its factory), or ``dataclasses.MISSING`` when it has none."""
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def build_variant(cls, settings: dict[str, Any], key: str, variants: dict[str, type], selector: str):
+    """``cls`` (one of the registered ``variants``, by name: a data source, a strategy) from ``settings``. A setting
+    that belongs to another variant is refused by name, saying which variant reads it, unless it holds that
+    variant's default (a config written before each variant had settings of its own holds them all)."""
+    own = {f.name for f in dataclasses.fields(cls)}
+    mine = {}
+    for name, value in settings.items():
+        readers = {v: default for v, other in variants.items() for f in dataclasses.fields(other)
+                   if f.name == name and (default := field_default(f)) is not dataclasses.MISSING}
+        if name in own or not readers:
+            mine[name] = value  # its own, or unknown to every variant: build_section names it
+        elif value not in readers.values():
+            raise ValueError(f"{key}.{name} is not used by {key}.{selector}={settings.get(selector)}; it is a setting "
+                             f"of {key}.{selector}={' or '.join(sorted(readers))}")
+    return build_section(cls, mine, key)
 
 
 def section(cls, help: str):
@@ -270,42 +286,6 @@ class TrainConfig:
     @property
     def grad_accum(self) -> int:
         return self.effective_batch // self.batch_size
-
-
-@dataclass
-class StrategyConfig:
-    """The federated algorithm (or the centralized baseline) and the round schedule."""
-
-    name: str = option("fedavg", "the federated algorithm (fedmem.strategies: fedavg, fedprox, fedavgm, fedadam, "
-                       "fedyogi, or one registered by a plugin), or centralized for the CL baseline")
-    num_rounds: int = option(3, "rounds (epochs for centralized)")
-    proximal_mu: float = option(0.0, "FedProx mu (sent by the server)")
-    fraction_train: float = option(1.0, "fraction of clients sampled per round")
-    min_train_nodes: int = option(1, "minimum clients per round")
-    round_timeout: float = option(
-        3600.0, "seconds a round waits for the sampled clients' replies; a client that has not replied by then "
-        "counts as failed (a lost SuperNode never replies)")
-    min_trained_clients: int | None = option(
-        None, "a round counts only if at least this many sampled clients trained successfully; None = every "
-        "sampled client (a shortfall stops the run, marked failed, naming the failing clients and their errors)")
-    server_lr: float = option(1e-2, "server learning rate (FedAdam, FedYogi)")
-    server_momentum: float = option(0.9, "server momentum (FedAvgM)")
-
-    def __post_init__(self):
-        check_fields(self, "strategy")
-        strategy_named(self.name)  # a registered strategy, else one line naming the known ones
-        if self.num_rounds < 0:
-            raise ValueError(f"strategy.num_rounds must be >= 0, got {self.num_rounds}")
-        if self.proximal_mu < 0:
-            raise ValueError(f"strategy.proximal_mu must be >= 0, got {self.proximal_mu}")
-        if self.proximal_mu > 0 and "proximal_mu" not in strategy_named(self.name).uses:
-            raise ValueError(f"strategy.proximal_mu is not used by {self.name!r} (fedprox reads it)")
-        if not self.round_timeout > 0:
-            raise ValueError(f"strategy.round_timeout must be > 0 seconds, got {self.round_timeout}")
-        if self.min_trained_clients is not None and self.min_trained_clients < 1:
-            raise ValueError(f"strategy.min_trained_clients must be >= 1 (or null), got {self.min_trained_clients}")
-        if not 0 < self.fraction_train <= 1:
-            raise ValueError(f"strategy.fraction_train must be in (0, 1], got {self.fraction_train}")
 
 
 @dataclass

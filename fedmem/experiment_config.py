@@ -20,11 +20,10 @@ from typing import Any
 import yaml
 
 from fedmem.audit import AUDIT_METHODS, build_method_config
-from fedmem.config import (AuditConfig, Decoding, ModelConfig, SimulationConfig, StrategyConfig, TrainConfig,
-                           build_section, field_default)
+from fedmem.config import AuditConfig, Decoding, ModelConfig, SimulationConfig, TrainConfig, build_section, field_default
 from fedmem.data import DATA_SOURCES, DataConfig, DataSourceConfig, TaskConfig, check_configs
 from fedmem.io import atomic_write_text
-from fedmem.strategies import CENTRALIZED
+from fedmem.strategies import CENTRALIZED, STRATEGIES, StrategyConfig, strategy_config
 
 
 @dataclass
@@ -89,7 +88,7 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
         data=DataConfig(**(d.get("data") or {})),
         model=build_section(ModelConfig, d.get("model"), "model"),
         train=build_section(TrainConfig, d.get("train"), "train"),
-        strategy=build_section(StrategyConfig, d.get("strategy"), "strategy"),
+        strategy=strategy_config(d.get("strategy")),
         audit=build_section(AuditConfig, {**audit, "sections": sections}, "audit"),
         simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
         experiment=str(d.get("experiment", "none")),
@@ -174,9 +173,10 @@ def defaults_of(cls) -> dict[str, Any]:
 
 
 def schemas() -> dict[str, dict[str, Any]]:
-    """Every config group's defaults from its dataclass, by the group's package in conf/ (``strategy``,
-    ``data/synthetic``, ``audit/mr``, ...): the one home of every default. A preset extends its group's schema
-    (``defaults: [schema, _self_]``, ``<source>_schema`` for data) and lists only what it changes."""
+    """Every config group's defaults from its dataclass, by the group's package in conf/ (``task``,
+    ``data/synthetic``, ``strategy/fedprox``, ``audit/mr``, ...): the one home of every default. A preset extends its
+    group's schema (``defaults: [schema, _self_]``; ``<name>_schema`` for a data source or a strategy, each with
+    settings of its own) and lists only what it changes."""
     methods = {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
     shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
     # every registered method's settings sit under audit.<name> even without a YAML of its own (or a line in
@@ -184,16 +184,16 @@ def schemas() -> dict[str, dict[str, Any]]:
     out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
                 "simulation": defaults_of(SimulationConfig),
                 "audit": shared | {k.removeprefix("audit/"): v for k, v in methods.items()}},
-           "task": defaults_of(TaskConfig), "strategy": defaults_of(StrategyConfig),
-           "audit/decoding": defaults_of(Decoding), **methods}
+           "task": defaults_of(TaskConfig), "audit/decoding": defaults_of(Decoding), **methods}
     out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
+    out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
     out["audit/detector"] = out["audit/mr"]["detector"]
     return out
 
 
 def register_schemas(overrides: list[str] = ()) -> None:
-    """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<source>_schema`` in ``data``,
-    the root's as ``schema``), before a composition reads conf/. The plugins an override names (``plugins=[...]``)
+    """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<name>_schema`` in ``data`` and
+    ``strategy``, the root's as ``schema``), before a composition reads conf/. The plugins an override names (``plugins=[...]``)
     are imported first, so that their methods' and sources' schemas are there for their YAML and overrides."""
     from hydra.core.config_store import ConfigStore
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -203,8 +203,8 @@ def register_schemas(overrides: list[str] = ()) -> None:
 
     store = ConfigStore.instance()
     for package, node in schemas().items():
-        group, _, source = package.partition("/") if package.startswith("data/") else (package, "", "")
-        store.store(name=f"{source}_schema" if source else "schema", group=group or None, node=node)
+        group, _, variant = package.partition("/") if package.startswith(("data/", "strategy/")) else (package, "", "")
+        store.store(name=f"{variant}_schema" if variant else "schema", group=group or None, node=node)
 
 
 def compose_dict(overrides: list[str] | None = None) -> dict:

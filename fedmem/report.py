@@ -21,7 +21,6 @@ from pathlib import Path
 from fedmem.audit.base import declared_figures
 from fedmem.fmt import figure_text, pct
 from fedmem.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
-from fedmem.strategies import strategy_named
 from fedmem.views import view_for
 
 SCHEMA_VERSION = 1
@@ -300,7 +299,7 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
          f"; LoRA r {m['lora_r']}, alpha {m['lora_alpha']}, dropout {m['lora_dropout']}; sequence length "
          f"{m['max_seq_len']}"),
         ("training", f"{s['name']}, {s['num_rounds']} rounds" +
-         "".join(f", {k.replace('_', ' ')} {s[k]}" for k in strategy_named(s["name"]).uses) +
+         "".join(f", {k.replace('_', ' ')} {v}" for k, v in cfg.strategy.own_settings().items()) +
          f", fraction of clients per round {s['fraction_train']}; {t['local_epochs']} local epoch(s), learning rate "
          f"{t['lr']}, batch {t['batch_size']} (effective {t['effective_batch']})"),
         ("audit", f"prefix {a['prefix_len']} tokens (the suffix: the rest of the text), {a['decoding']['strategy']} "

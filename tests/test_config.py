@@ -23,7 +23,6 @@ from tests.conftest import FAST, synthetic_only
         ("strategy.name=fedbogus", "strategy.name"),
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
         ("train.effective_batch=12", "multiple of train.batch_size"),
-        ("strategy.proximal_mu=0.1", "is not used by 'fedavg' (fedprox reads it)"),
         ("train.lr=abc", "train.lr must be a number, got 'abc'"),
         ("train.weight_decay=-1", "train.weight_decay and train.max_grad_norm must be >= 0"),
         ("seed=abc", "seed must be an integer, got 'abc'"),
@@ -42,6 +41,20 @@ from tests.conftest import FAST, synthetic_only
 def test_invalid_config_is_rejected(compose, override, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         from_dict(compose(*override.split()))
+
+
+def test_a_strategy_reads_only_its_own_settings():
+    from fedmem.strategies import FedProxConfig, strategy_config
+
+    assert strategy_config({"name": "fedprox", "proximal_mu": 0.1}) == FedProxConfig(name="fedprox", proximal_mu=0.1)
+    with pytest.raises(ValueError, match=r"strategy.proximal_mu is not used by strategy.name=fedavg; it is a setting "
+                                         r"of strategy.name=fedprox"):
+        strategy_config({"name": "fedavg", "proximal_mu": 0.1})
+    # a config written when every strategy held every setting (a saved run's config.yaml) still reads
+    assert strategy_config({"name": "fedavg", "proximal_mu": 0.0, "server_lr": 0.01, "server_momentum": 0.9}) == \
+        strategy_config({"name": "fedavg"})
+    with pytest.raises(ValueError, match="strategy.name: unknown strategy 'fedsgd'"):
+        strategy_config({"name": "fedsgd"})
 
 
 def test_offline_demo_pa_calibration_needs_a_public_corpus(compose):
@@ -124,7 +137,8 @@ def test_every_default_lives_in_the_dataclasses_and_a_preset_lists_only_its_chan
             assert preset.read_text().startswith("# fedmem run"), preset
             schema = d["defaults"][0]
             assert d["defaults"] == [schema, "_self_"], preset
-            base = found[f"data/{schema.removesuffix('_schema')}" if group == "data" else group]
+            variant = group in ("data", "strategy")  # a source or strategy: its own schema, <name>_schema
+            base = found[f"{group}/{schema.removesuffix('_schema')}" if variant else group]
             same = [k for k, v in d.items() if k in base and base[k] == v and k not in ("name", "source", "strategy")]
             assert same == [], f"{preset} repeats its schema's defaults for {same}"
     root = yaml.safe_load((conf / "config.yaml").read_text())

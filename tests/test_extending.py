@@ -110,7 +110,7 @@ from flwr.serverapp.strategy import FedMedian
 from fedmem.config import option
 from fedmem.data import ClientSplit, DataSourceConfig, FederatedData, register_source
 from fedmem.data.templates import render_record
-from fedmem.strategies import Strategy, register_strategy
+from fedmem.strategies import Strategy, StrategyConfig, register_strategy
 
 WORDS = "river stone lamp orchard winter harbor candle meadow copper violin lantern garden".split()
 
@@ -143,16 +143,25 @@ class ToyNotesConfig(DataSourceConfig):
 
 
 class CountingMedian(FedMedian):
-    """FedMedian that notes every round it aggregates (so the test sees that this strategy ran)."""
+    """FedMedian that notes every round it aggregates, with its own setting (so the test sees that it ran)."""
+
+    def __init__(self, tag, **kwargs):
+        super().__init__(**kwargs)
+        self.tag = tag
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
         with open(os.environ["TOY_STRATEGY_LOG"], "a") as f:
-            f.write(json.dumps({"round": server_round, "replies": len(replies)}) + "\\n")
+            f.write(json.dumps({"round": server_round, "replies": len(replies), "tag": self.tag}) + "\\n")
         return super().aggregate_train(server_round, replies)
 
 
-register_strategy(Strategy("toy_median", f"{__name__}:CountingMedian"))
+@dataclass
+class ToyMedianConfig(StrategyConfig):
+    tag: str = option("median", "written beside every aggregated round")
+
+
+register_strategy(Strategy("toy_median", f"{__name__}:CountingMedian", ToyMedianConfig, lambda s: {"tag": s.tag}))
 '''
 
 
@@ -177,7 +186,7 @@ def plugin_conf(tmp_path, monkeypatch):
         "defaults:\n  - toy_notes_schema\n  - _self_\nsource: toy_notes\ntrain_per_client: 24\ntest_per_client: 6\n")
     (conf / "strategy" / "toy_median.yaml").write_text(
         "# fedmem run plugins=[fedmem_toy_plugin] strategy=toy_median\n"
-        "defaults:\n  - schema\n  - _self_\nname: toy_median\nnum_rounds: 1\n")
+        "defaults:\n  - toy_median_schema\n  - _self_\nname: toy_median\nnum_rounds: 1\ntag: toy\n")
     monkeypatch.setenv("FEDMEM_CONF", str(conf))
     monkeypatch.setenv("TOY_STRATEGY_LOG", str(tmp_path / "strategy.jsonl"))
     yield tmp_path
@@ -205,6 +214,6 @@ def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin
     assert report["participation"]["trained"] == [0, 1, 2]
     assert "mr" in report["audit"] and report["audit"]["mr"]["headline"]["intra"] is not None
     log = [json.loads(x) for x in (plugin_conf / "strategy.jsonl").read_text().splitlines()]
-    assert log == [{"round": 1, "replies": 3}]  # the plugin's strategy aggregated the round
+    assert log == [{"round": 1, "replies": 3, "tag": "toy"}]  # the plugin's strategy aggregated, with its setting
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
-    assert "toy_median, 1 rounds" in (run / "report.md").read_text()
+    assert "toy_median, 1 rounds, tag toy" in (run / "report.md").read_text()

@@ -9,11 +9,10 @@ with one ValueError naming the key; :func:`check_configs` does the checks that n
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedmem.config import build_section, check_fields, field_default, option
+from fedmem.config import build_variant, check_fields, option
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 
@@ -188,21 +187,7 @@ def DataConfig(source: str = "synthetic", **settings) -> DataSourceConfig:  # no
     """The config of data source ``source`` from its settings (its class's fields). A setting of another source is
     refused by name, saying which source reads it, unless it holds that source's default (a config written before
     the sources had settings of their own holds every source's)."""
-    cls = source_config(source)
-    own = {f.name for f in dataclasses.fields(cls)}
-    mine = {}
-    for key, value in settings.items():
-        if key in own:
-            mine[key] = value
-            continue
-        readers = {name: default for name, other in DATA_SOURCES.items() for f in dataclasses.fields(other)
-                   if f.name == key and (default := field_default(f)) is not dataclasses.MISSING}
-        if not readers:
-            mine[key] = value  # unknown to every source: build_section names it
-        elif value not in readers.values():
-            raise ValueError(f"data.{key} is not used by data.source={source}; it is a setting of data.source="
-                             f"{' or '.join(sorted(readers))}")
-    return build_section(cls, {"source": source, **mine}, "data")
+    return build_variant(source_config(source), {"source": source, **settings}, "data", DATA_SOURCES, "source")
 
 
 def check_configs(task: TaskConfig, data: DataSourceConfig) -> None:
