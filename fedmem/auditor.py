@@ -33,17 +33,18 @@ def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
 
 class Auditor:
     """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
-    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already). The
-    audit pool is ``pool`` when the caller built it already (``audit_pool``), else built here from ``data``."""
+    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already).
+    ``pool``: the run's audit pool and method configs (:func:`audit_pool`), built and checked by the caller before
+    anything was written."""
 
-    def __init__(self, cfg: ExperimentConfig, model, tokenizer, label: str = "fl", source: dict | None = None,
-                 save_adapters: bool = True, data=None, pool: tuple | None = None):
+    def __init__(self, cfg: ExperimentConfig, model, tokenizer, pool: tuple, label: str = "fl",
+                 source: dict | None = None, save_adapters: bool = True):
         self.cfg, self.label = cfg, label
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
-        self.run, configs = pool or audit_pool(cfg, data, tokenizer)
+        self.run, configs = pool
         self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []

@@ -205,9 +205,9 @@ def _files_sha256(directory: str) -> str:
     return h.hexdigest()
 
 
-def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig:
-    """Validate an external model's audit (config, model and adapter directories, the data's sample pool with the
-    model's tokenizer); nothing is written."""
+def prepare_external(overrides: list[str], name: str | None) -> tuple[ExperimentConfig, tuple]:
+    """(the config, the audit pool) of an external model's audit, everything validated (config, model and adapter
+    directories, the data's sample pool with the model's tokenizer); nothing is written."""
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
     d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
     path = (d.get("model") or {}).get("path")
@@ -218,8 +218,7 @@ def prepare_external(overrides: list[str], name: str | None) -> ExperimentConfig
     cfg = from_dict(d)
     check_local_model(cfg.model)
     check_membership(cfg)
-    audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
-    return cfg
+    return cfg, audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
 
 
 def check_membership(cfg: ExperimentConfig) -> None:
@@ -232,9 +231,9 @@ def check_membership(cfg: ExperimentConfig) -> None:
                          f"(data.membership_column, values train / test / public), or leave those methods out")
 
 
-def audit_external(cfg: ExperimentConfig) -> Path:
+def audit_external(cfg: ExperimentConfig, pool: tuple) -> Path:
     """Audit ``model.path`` or ``model.gguf_file`` (+ ``model.adapter``) on the configured clients' data, once, as
-    round 0."""
+    round 0, over the pool :func:`prepare_external` built."""
     if cfg.model.gguf_file:
         ident = gguf_identity(cfg.model)
         model_name, model_sha256 = ident["gguf_file"], ident["gguf_sha256"]
@@ -245,7 +244,7 @@ def audit_external(cfg: ExperimentConfig) -> Path:
     data = federated_data(cfg)
     source["membership"] = data.ground_truth.get("membership") or {"source": "split", "seed": cfg.seed}
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
-    auditor = Auditor(cfg, model, tokenizer, label="fl", source=source, save_adapters=False, data=data)
+    auditor = Auditor(cfg, model, tokenizer, pool, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
@@ -272,7 +271,7 @@ def prepare_audit(argv: list[str]) -> Callable[[], Path]:
             return lambda: reaudit(cfg, rounds, run, overrides)
         if multirun or "rounds" in special:
             raise ValueError("fedmem audit: -m and rounds= need run=<run dir> (a training run's saved rounds)")
-        cfg = prepare_external(overrides, special.get("name"))
-        return lambda: audit_external(cfg)
+        cfg, pool = prepare_external(overrides, special.get("name"))
+        return lambda: audit_external(cfg, pool)
     except (HydraException, OmegaConfBaseException) as e:
         raise ValueError(str(e).strip().splitlines()[0]) from None

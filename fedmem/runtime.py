@@ -166,8 +166,8 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None =
     audited; a training run unless told) also gets a GGUF base model's file and sha256, so that every report names
     the exact weights that were fine-tuned."""
     source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
-    return Auditor(cfg, *fresh_lora_model(cfg), label=label, source=source, save_adapters=save_adapters,
-                   pool=run_audit_pool(cfg))
+    return Auditor(cfg, *fresh_lora_model(cfg), run_audit_pool(cfg), label=label, source=source,
+                   save_adapters=save_adapters)
 
 
 def saved_adapter(run_dir, server_round: int) -> dict:
