@@ -56,10 +56,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from scipy.stats import rankdata
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
-from fedmem.audit.calibration import calibrate_threshold, roc_auc
+from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
 from fedmem.audit.samples import draw
 from fedmem.config import check_fields, option, positive
 from fedmem.fmt import pct
@@ -159,13 +158,9 @@ def bootstrap_indices(n_members: int, n_nonmembers: int, rng: np.random.Generato
 
 def bootstrap_auc_ci95(members: np.ndarray, nonmembers: np.ndarray, idx_m: np.ndarray, idx_n: np.ndarray
                        ) -> list[float]:
-    """Percentile 95% interval of the ROC AUC over the resamples ``idx_m``, ``idx_n``. Each resample's AUC is the
-    Mann-Whitney statistic from midranks (a tie counts one half: ``roc_auc``'s value), O(n log n) per resample."""
-    m, n = members[idx_m], nonmembers[idx_n]
-    ranks = rankdata(np.concatenate([m, n], axis=1), axis=1)
-    n_m, n_n = m.shape[1], n.shape[1]
-    auc = (ranks[:, :n_m].sum(axis=1) - n_m * (n_m + 1) / 2) / (n_m * n_n)
-    return np.percentile(auc, [2.5, 97.5]).tolist()
+    """Percentile 95% interval of the ROC AUC over the resamples ``idx_m``, ``idx_n`` (each row's AUC as
+    ``roc_auc`` computes it)."""
+    return np.percentile(auc_from_ranks(members[idx_m], nonmembers[idx_n]), [2.5, 97.5]).tolist()
 
 
 def evaluate(members: np.ndarray, nonmembers: np.ndarray, resampled: tuple[np.ndarray, np.ndarray] | None) -> dict:
