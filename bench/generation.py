@@ -1,50 +1,115 @@
-"""Batched generation vs one prompt at a time on a tiny-preset-sized model (target >= 8x), same run.
+"""The default round's audit with each generation backend, side by side in one run: time per stage and figures.
 
-    python bench/generation.py [--prompts 128] [--new 64] [--batch 64]
+    python bench/generation.py                              # a one-epoch adapter on the default data (cached)
+    python bench/generation.py --run runs/<dir> --round 3   # a saved round of a run made with the default config
+    python bench/generation.py --greedy-check 256           # also: greedy tokens of both backends on MR's prompts
 
-Both sides call ``generate_batched`` (HF generate with a KV cache, top-k 40 sampling); the baseline with one
-prompt per call. Every continuation runs the full budget (no early stop) so both do the same token work.
+Both sides run the real audit (``Auditor.evaluate``: every default method, reports written to a temporary folder)
+on the same model: ``audit.generation_backend=transformers`` (``generate`` on fixed batches of 256 sequences, the
+earlier default) and ``fedmem`` (the decoding loop, rows sized by the model). Printed per side: each method's
+seconds and its generation stage, the sequences generated and their new tokens, and the headline figures, which
+must agree within their intervals (sampling draws differ between the backends; greedy tokens are identical, which
+``--greedy-check`` verifies on MR's own prompts).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
 import time
+from pathlib import Path
 
-import torch
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.config import Decoding
-from fedmem.generation import generate_batched
-from fedmem.model.tiny import qwen2_model
+from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one-epoch adapter)
+
+from fedmem.audit.base import build_method_config  # noqa: E402
+from fedmem.config import Decoding  # noqa: E402
+from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
+from fedmem.generation import generate_batched  # noqa: E402
+from fedmem.model.load import load_adapter_state  # noqa: E402
+from fedmem.runtime import fresh_lora_model, make_auditor, run_audit_pool, saved_adapter  # noqa: E402
+
+BACKENDS = {"transformers": 256, "fedmem": "auto"}  # backend: generation_batch_size
 
 
-class _Tok:  # ids only: no tokenizer work is being measured; the eos id never occurs (vocab - 1 is masked)
-    pad_token_id = 0
-    eos_token_id = None
+def audit_with(backend: str, rows, state: dict, overrides: list[str]) -> tuple[dict, float]:
+    """(round report, wall seconds) of one audit of ``state`` with ``backend``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = from_dict({**compose_dict([*overrides, f"audit.generation_backend={backend}",
+                                         f"audit.generation_batch_size={rows}", "train.progress=false"]),
+                         "run_dir": tmp})
+        auditor = make_auditor(cfg, source={"kind": "bench"}, save_adapters=False)
+        t = time.perf_counter()
+        auditor.evaluate(1, state)
+        seconds = time.perf_counter() - t
+        report = json.loads((Path(tmp) / "round_1" / "report.json").read_text())
+        auditor.finish()
+    return report, seconds
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--prompts", type=int, default=128)
-    ap.add_argument("--new", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=64)
-    args = ap.parse_args()
-    model = qwen2_model(2048, 128, 384, 4, 4, 2, seed=0, max_position_embeddings=512).eval()
-    g = torch.Generator().manual_seed(1)
-    prompts = [tuple(torch.randint(1, 2000, (int(torch.randint(30, 50, (1,), generator=g)),), generator=g).tolist())
-               for _ in range(args.prompts)]
-    dec = Decoding("top_k")
-    t = time.perf_counter()
-    batched = generate_batched(model, _Tok(), prompts, args.new, decoding=dec, seed=0, batch_size=args.batch)
-    tb = time.perf_counter() - t
-    t = time.perf_counter()
-    single = [generate_batched(model, _Tok(), [p], args.new, decoding=dec, seed=0, batch_size=1)[0] for p in prompts]
-    ts = time.perf_counter() - t
-    toks = sum(len(o[0]) for o in batched)
-    assert toks == sum(len(o[0]) for o in single) == args.prompts * args.new
-    print(f"{args.prompts} prompts x {args.new} new tokens, tiny preset size (hidden 128, 4 layers, vocab 2048)")
-    print(f"batched ({args.batch}/batch): {tb:.2f} s ({toks / tb:.0f} tok/s); one at a time: {ts:.2f} s ({toks / ts:.0f} tok/s)")
-    print(f"speedup batched / one-at-a-time: {ts / tb:.1f}x (target >= 8x)")
+def greedy_check(state: dict, overrides: list[str], k: int) -> str:
+    """MR's first ``k`` prompts decoded greedily by both backends: how many continuations are token-identical."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = from_dict({**compose_dict([*overrides, "train.progress=false"]), "run_dir": tmp})
+        model, tokenizer = fresh_lora_model(cfg)
+        load_adapter_state(model, state)
+        run = run_audit_pool(cfg)[0]
+        prompts = [s.prompt_ids for c in run.clients for s in run.train[c]][:k]
+        cap = build_method_config("mr", cfg.audit.sections.get("mr")).max_new_tokens
+        outs = {b: generate_batched(model, tokenizer, prompts, cap, decoding=Decoding("greedy"),
+                                    batch_size=None if rows == "auto" else rows, backend=b)
+                for b, rows in BACKENDS.items()}
+    same = sum(a == b for a, b in zip(outs["transformers"], outs["fedmem"]))
+    return f"greedy on {len(prompts)} of MR's prompts (cap {cap}): {same} of {len(prompts)} token-identical"
+
+
+def headline(report: dict) -> dict[str, str]:
+    out = {}
+    for name, section in report["sections"].items():
+        for key, value in section.get("headline", {}).items():
+            if isinstance(value, (int, float)) and not key.endswith("_ci95"):
+                ci = section["headline"].get(f"{key}_ci95")
+                out[f"{name}/{key}"] = f"{value:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", help="a run directory made with the default config (its saved adapter is audited)")
+    ap.add_argument("--round", type=int, default=3, help="which saved round of --run")
+    ap.add_argument("--greedy-check", type=int, default=0, help="MR prompts to compare greedily (0: skip)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides of the audited config (default: none)")
+    a = ap.parse_args()
+    if a.run:
+        state = saved_adapter(a.run, a.round)
+        what = f"{a.run} round {a.round}"
+    else:
+        state = trained_adapter(from_dict({**compose_dict([*a.overrides, "train.progress=false"]), "run_dir": "."}))
+        what = "a one-epoch adapter on the default data"
+    print(f"audited model: {what}; overrides: {a.overrides or 'none'}")
+    if a.greedy_check:
+        print(greedy_check(state, a.overrides, a.greedy_check))
+    results = {b: audit_with(b, rows, state, a.overrides) for b, rows in BACKENDS.items()}
+    stage_keys = {"mr": "generation", "pearl": "generate"}
+    print(f"\n{'method':<10}" + "".join(f"{b + ' s':>16}{'generation s':>15}" for b in results) + f"{'ratio':>8}")
+    names = list(results["fedmem"][0]["timings"])
+    for name in [n for n in names if not n.endswith("_stages") and n in results["fedmem"][0]["sections"]]:
+        row, secs = f"{name:<10}", []
+        for report, _ in results.values():
+            t = report["timings"]
+            gen = t.get(f"{name}_stages", {}).get(stage_keys.get(name, ""), "")
+            row += f"{t[name]:>16.2f}{gen if gen == '' else f'{gen:.2f}':>15}"
+            secs.append(gen if gen != "" else t[name])
+        print(row + f"{secs[0] / secs[1]:>7.1f}x")
+    walls = [s for _, s in results.values()]
+    print(f"{'round':<10}" + "".join(f"{w:>16.2f}{'':>15}" for w in walls) + f"{walls[0] / walls[1]:>7.1f}x")
+    print("\nheadline figures (95% intervals): transformers | fedmem")
+    old, new = (headline(r) for r, _ in results.values())
+    for key in old:
+        print(f"  {key:<34} {old[key]:<30} | {new.get(key, '-')}")
 
 
 if __name__ == "__main__":

@@ -305,9 +305,13 @@ class AuditConfig:
         32, "test samples per client prepared (non-members, utility); all = every usable one")
     decoding: Decoding = section(Decoding, "decoding preset (conf/audit/decoding)")
     batch_size: int = option(64, "sequences per scoring (log-probability) batch")
-    generation_batch_size: int = option(
-        256, "sequences per generation batch: a decoding step holds one new token per sequence, so generation "
-             "batches more sequences than scoring for the same memory")
+    generation_batch_size: int | Literal["auto"] = option(
+        "auto", "sequences in flight while generating; auto = sized by the model (many rows for a small model, fewer "
+                "for a large one, the KV cache within 1 GiB)")
+    generation_backend: Literal["fedmem", "transformers"] = option(
+        "fedmem", "fedmem = the decoding loop (continuous batching, preallocated cache, sampling over the candidates); "
+                  "transformers = generate on fixed batches; greedy outputs are identical, sampled ones alike in "
+                  "distribution")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 
@@ -315,7 +319,9 @@ class AuditConfig:
         if isinstance(self.decoding, dict):
             self.decoding = build_section(Decoding, self.decoding, "audit.decoding")
         check_fields(self, "audit")
-        positive(self, "audit", "prefix_len", "batch_size", "generation_batch_size")
+        positive(self, "audit", "prefix_len", "batch_size")
+        if self.generation_batch_size != "auto":
+            positive(self, "audit", "generation_batch_size")
         for name in ("samples_per_client", "test_per_client"):
             if getattr(self, name) != "all":
                 positive(self, "audit", name)

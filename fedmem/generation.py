@@ -1,8 +1,14 @@
-"""Batched, left-padded, KV-cached generation for many prompts at once.
+"""Generation for many prompts at once: fedmem's decoding loop, or transformers' ``generate`` on fixed batches.
 
 Every audit method that needs model outputs goes through :func:`generate_batched` (via
 ``RoundContext.generate``), so a round makes one generation pass per distinct request. Prompts are sorted by
 length before batching so that batches carry little padding; outputs are returned in the caller's order.
+
+Two backends give the same outputs' distribution (greedy: the same tokens): ``fedmem``
+(:func:`fedmem.decoder.decode`: continuous batching, a preallocated cache, sampling over the candidates only) and
+``transformers`` (``generate`` on fixed, left-padded batches), kept so that any figure can be compared between
+them. A decoding rule the loop does not implement (a model whose generation config adds a repetition penalty, say)
+is decoded by ``generate`` whichever backend is asked.
 
 Decoding starts from the model's own generation config, as ``generate`` does by default and the cross-client
 paper's code relies on, and a preset changes one knob (SPEC §3). A generation ends at the model's end of turn
@@ -17,6 +23,8 @@ import torch
 
 from fedmem.batching import pad_batch
 from fedmem.config import Decoding
+from fedmem.decoder import decode
+from fedmem.sampler import sampler_for
 
 # The generation settings that change which tokens are drawn: what a report states as the decoding used.
 DECODING_KEYS = ("do_sample", "num_beams", "top_k", "top_p", "min_p", "typical_p", "temperature",
@@ -63,11 +71,57 @@ def hit_cap(ids: list[int], max_new_tokens: int) -> bool:
     return len(ids) >= max_new_tokens
 
 
+def _pad_and_stop(model, tokenizer) -> tuple[int, set[int]]:
+    """The padding id and every id that ends a continuation (end of sequence, and padding: ``_trim`` cuts there)."""
+    eos = stop_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    return pad_id, set(eos) | {pad_id}
+
+
+def _decode_loop(model, tokenizer, prompts, max_new_tokens, num_samples, sampler, seed, rows, progress):
+    """:func:`fedmem.decoder.decode` over the prompts sorted by length, in the caller's order; greedy samples are
+    decoded once and copied, as the ``generate`` path does."""
+    pad_id, stop = _pad_and_stop(model, tokenizer)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    each = num_samples if sampler.do_sample else 1
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    outs = decode(model, [tuple(prompts[i]) for i in order], max_new_tokens, stop, pad_id, sampler, rows,
+                  num_samples=each, generator=generator, progress=progress)
+    if was_training:
+        model.train()
+    result: list = [None] * len(prompts)
+    for i, o in zip(order, outs):
+        result[i] = o * num_samples if each == 1 and num_samples > 1 else o
+    return result
+
+
 def _trim(ids: list[int], stop: set[int]) -> list[int]:
     for i, t in enumerate(ids):
         if t in stop:
             return ids[:i]
     return ids
+
+
+# Sequences in flight, sized by the model: enough rows that a decoding step's matrix products dwarf its fixed cost
+# (about this many FLOPs per step), few enough that their KV cache stays within KV_BUDGET bytes.
+STEP_FLOPS = 2**34
+KV_BUDGET = 2**30
+MAX_ROWS = 512
+
+
+def auto_rows(model, span: int) -> int:
+    """Rows for the decoding loop on ``model`` when each row may hold ``span`` tokens: a power of two, the largest
+    whose step costs at most ``STEP_FLOPS`` (2 FLOPs per parameter per token) and whose cache fits ``KV_BUDGET``."""
+    params = sum(p.numel() for p in model.parameters())
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    itemsize = next(model.parameters()).element_size()
+    kv_per_row = 2 * config.num_hidden_layers * heads * head_dim * span * itemsize
+    limit = min(STEP_FLOPS / (2 * params), KV_BUDGET / kv_per_row, MAX_ROWS)
+    return 2 ** max(0, int(limit).bit_length() - 1)
 
 
 @torch.inference_mode()
@@ -79,20 +133,26 @@ def generate_batched(
     num_samples: int = 1,
     decoding: Decoding | None = None,
     seed: int = 0,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     progress: Callable[[int], object] | None = None,
+    backend: str = "fedmem",
 ) -> list[list[list[int]]]:
     """Continuations (prompt excluded, cut at the first end-of-sequence id) for every prompt.
 
     Returns ``out[i][r]``: the r-th of ``num_samples`` continuations of ``prompts[i]``. ``batch_size`` counts
-    sequences (prompts x samples) per forward pass. Sampling is seeded once per call, so the same call on the
-    same model gives the same outputs. ``progress(k)`` is called after each batch with its number of prompts.
+    sequences (prompts x samples) in flight (None: :func:`auto_rows`). Sampling is seeded once per call, so the
+    same call on the same model gives the same outputs. ``progress(k)`` is called as k more prompts are done.
     """
     decoding = decoding or Decoding()
+    if batch_size is None:
+        batch_size = auto_rows(model, max((len(p) for p in prompts), default=0) + max_new_tokens)
+    sampler, _ = sampler_for(model, sampling_kwargs(decoding)) if backend == "fedmem" else (None, "")
+    if sampler is not None:
+        return _decode_loop(model, tokenizer, prompts, max_new_tokens, num_samples, sampler, seed, batch_size,
+                            progress)
     num_samples_gen = 1 if decoding.strategy == "greedy" else num_samples  # greedy samples are identical: copy
     eos = stop_ids(model, tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
-    stop = set(eos) | {pad_id}
+    pad_id, stop = _pad_and_stop(model, tokenizer)
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     per_batch = max(1, batch_size // num_samples_gen)

@@ -95,7 +95,8 @@ class RoundContext:
     label: str = "fl"  # "fl" or "cl"
     out_dir: str | None = None  # round_<r>/ directory: methods may write compact side files here (atomically)
     batch_size: int = 32  # sequences per scoring batch
-    generation_batch_size: int = 256  # sequences per generation batch
+    generation_batch_size: int | None = None  # sequences in flight while generating (None: sized by the model)
+    generation_backend: str = "fedmem"  # fedmem's decoding loop, or transformers' generate
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
@@ -122,7 +123,8 @@ class RoundContext:
         return self._memo(self._gen_cache, key, "generate", len(prompts), f"generating{each}", lambda advance: (
             generate_batched(self.model, self.run.tokenizer, prompts, max_new_tokens=max_new_tokens,
                              num_samples=num_samples, decoding=decoding, seed=seed,
-                             batch_size=self.generation_batch_size, progress=advance)))
+                             batch_size=self.generation_batch_size, progress=advance,
+                             backend=self.generation_backend)))
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
         """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
