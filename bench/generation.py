@@ -68,9 +68,9 @@ def greedy_check(state: dict, overrides: list[str], k: int) -> str:
 
 def headline(report: dict) -> dict[str, str]:
     out = {}
-    for name, section in report["sections"].items():
+    for name, section in report["audit"].items():
         for key, value in section.get("headline", {}).items():
-            if isinstance(value, (int, float)) and not key.endswith("_ci95"):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not key.endswith("_ci95"):
                 ci = section["headline"].get(f"{key}_ci95")
                 out[f"{name}/{key}"] = f"{value:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
     return out
@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--run", help="a run directory made with the default config (its saved adapter is audited)")
     ap.add_argument("--round", type=int, default=3, help="which saved round of --run")
     ap.add_argument("--greedy-check", type=int, default=0, help="MR prompts to compare greedily (0: skip)")
+    ap.add_argument("--save", help="also write both rounds' reports and seconds to this JSON file")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the audited config (default: none)")
     a = ap.parse_args()
     if a.run:
@@ -93,10 +94,12 @@ def main() -> None:
     if a.greedy_check:
         print(greedy_check(state, a.overrides, a.greedy_check))
     results = {b: audit_with(b, rows, state, a.overrides) for b, rows in BACKENDS.items()}
+    if a.save:
+        Path(a.save).write_text(json.dumps(results))
     stage_keys = {"mr": "generation", "pearl": "generate"}
     print(f"\n{'method':<10}" + "".join(f"{b + ' s':>16}{'generation s':>15}" for b in results) + f"{'ratio':>8}")
     names = list(results["fedmem"][0]["timings"])
-    for name in [n for n in names if not n.endswith("_stages") and n in results["fedmem"][0]["sections"]]:
+    for name in [n for n in names if not n.endswith("_stages") and n in results["fedmem"][0]["audit"]]:
         row, secs = f"{name:<10}", []
         for report, _ in results.values():
             t = report["timings"]

@@ -76,7 +76,7 @@ class Auditor:
             run=self.run, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=self.cfg.audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
-            generation_backend=audit.generation_backend, show_progress=self.cfg.train.progress,
+            generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter, show_progress=self.cfg.train.progress,
         )
         sections, timings = {}, {}
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:

@@ -312,6 +312,9 @@ class AuditConfig:
         "fedmem", "fedmem = the decoding loop (continuous batching, preallocated cache, sampling over the candidates); "
                   "transformers = generate on fixed batches; greedy outputs are identical, sampled ones alike in "
                   "distribution")
+    merge_adapter: bool = option(
+        True, "generate and score on a copy of the audited model with its LoRA adapter merged into the weights (the "
+              "same function, one matrix product per projection instead of three); false = on the peft model")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 

@@ -169,3 +169,25 @@ def test_auto_rows_gives_a_small_model_many_rows_and_a_large_one_few(model):
     small = auto_rows(model, 300)
     large = auto_rows(qwen2_model(512, 512, 1536, 8, 8, 2, seed=0, max_position_embeddings=512), 300)
     assert small == 512 and 1 <= large < small and large & (large - 1) == 0
+
+
+def test_merged_copy_computes_what_the_lora_model_computes_and_leaves_it_as_it_was():
+    """The tiny preset adapts its output layer, tied to the input embeddings: merged without untying, the adapter
+    would change the embeddings too."""
+    from peft import LoraConfig, get_peft_model
+
+    from fedmem.model.load import merged_copy
+    from tests.helpers import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    lora = get_peft_model(tiny_model(tok), LoraConfig(r=4, target_modules=["q_proj", "v_proj", "lm_head"],
+                                                      init_lora_weights=False)).eval()
+    ids = torch.tensor([prompts_of(1, seed=8, low=20, high=21)[0]])
+    before = lora(input_ids=ids).logits.detach()
+    merged = merged_copy(lora)
+    assert not hasattr(merged, "peft_config")
+    assert torch.allclose(merged(input_ids=ids).logits, before, atol=1e-4)
+    assert torch.equal(lora(input_ids=ids).logits, before)  # the audited model is untouched
+    with lora.disable_adapter():
+        base = lora(input_ids=ids).logits
+    assert not torch.allclose(base, before, atol=1e-2)  # the adapter matters, so the check above has teeth

@@ -45,3 +45,23 @@ def test_one_fedavg_round_of_smollm2_lowers_the_members_loss_and_reaudits(smollm
     assert again["source"]["gguf_sha256"] == r1["source"]["gguf_sha256"]
     assert sum(again["audit"]["mr"]["generation"][k] for k in ("ended_turn", "hit_cap")) == 8
     assert str(run / "audits" / "again") in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_decoding_loop_greedy_equals_generate_on_smollm2(smollm2_dir):
+    """The real pretrained model, prompts as MR builds them (a text's first words in the open user turn of its chat
+    template): fedmem's decoding loop and transformers' ``generate`` give the same greedy tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from fedmem.config import Decoding
+    from fedmem.generation import generate_batched
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()
+    header = tok.apply_chat_template([{"role": "user", "content": "X"}], tokenize=False).split("X")[0]
+    prompts = [tuple(tok(header + " ".join(p.split()[: 8 + 3 * i]), add_special_tokens=False)["input_ids"])
+               for i, p in enumerate(english_passages(words_per_passage=36, stride=36)[:6])]
+    greedy = Decoding("greedy")
+    new = generate_batched(model, tok, prompts, 24, decoding=greedy, batch_size=4, backend="fedmem")
+    old = generate_batched(model, tok, prompts, 24, decoding=greedy, batch_size=4, backend="transformers")
+    assert new == old and all(new)

@@ -97,12 +97,27 @@ class RoundContext:
     batch_size: int = 32  # sequences per scoring batch
     generation_batch_size: int | None = None  # sequences in flight while generating (None: sized by the model)
     generation_backend: str = "fedmem"  # fedmem's decoding loop, or transformers' generate
+    merge_adapter: bool = True  # generate and score on a copy with the LoRA adapter merged (the same function)
+    _merged: Any = field(default=None, repr=False)
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _lp_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
     _stats_cache: dict = field(default_factory=dict, repr=False)
     passes: dict = field(default_factory=dict)  # memoised request kind -> passes it made over the model
+
+    @property
+    def computing_model(self):
+        """The model that generation and scoring run on: the audited model, or (``merge_adapter``) a copy of it
+        with its LoRA adapter merged into the weights (``fedmem.model.load.merged_copy``), built once per round.
+        Methods that need the adapter itself (switching it off for the base) use ``model``."""
+        if not self.merge_adapter:
+            return self.model
+        if self._merged is None:
+            from fedmem.model.load import merged_copy
+
+            self._merged = merged_copy(self.model)
+        return self._merged
 
     def generate(
         self,
@@ -121,7 +136,7 @@ class RoundContext:
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
         each = "" if num_samples == 1 else f" ({num_samples} per prompt)"
         return self._memo(self._gen_cache, key, "generate", len(prompts), f"generating{each}", lambda advance: (
-            generate_batched(self.model, self.run.tokenizer, prompts, max_new_tokens=max_new_tokens,
+            generate_batched(self.computing_model, self.run.tokenizer, prompts, max_new_tokens=max_new_tokens,
                              num_samples=num_samples, decoding=decoding, seed=seed,
                              batch_size=self.generation_batch_size, progress=advance,
                              backend=self.generation_backend)))
@@ -129,13 +144,13 @@ class RoundContext:
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
         """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
         return self._memo(self._lp_cache, tuple(pairs), "logprobs", len(pairs), "scoring log P(s|p)",
-                          lambda advance: sequence_logprobs(self.model, pairs, self.batch_size, advance))
+                          lambda advance: sequence_logprobs(self.computing_model, pairs, self.batch_size, advance))
 
     def token_stats(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[TokenStats]:
         """Per suffix token of each (p, s) pair: log P(s_t | p, s_<t) and the mean and standard deviation of
         log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised."""
         return self._memo(self._stats_cache, tuple(pairs), "token_stats", len(pairs), "scoring per-token statistics",
-                          lambda advance: token_stats(self.model, pairs, self.batch_size, advance))
+                          lambda advance: token_stats(self.computing_model, pairs, self.batch_size, advance))
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
@@ -143,7 +158,7 @@ class RoundContext:
         rows, cols = prior_inputs(prefixes, suffixes)
         return self._memo(self._prior_cache, (tuple(prefixes), tuple(suffixes)), "prior_logprobs",
                           len(rows) * len(cols), "scoring prior log P(s|q)",
-                          lambda advance: prior_logprobs(self.model, prefixes, suffixes, self.batch_size, advance))
+                          lambda advance: prior_logprobs(self.computing_model, prefixes, suffixes, self.batch_size, advance))
 
     def _memo(self, cache: dict, key, kind: str, total: int, desc: str, compute):
         """One memoised request: computed once per round behind a progress bar, its pass counted in ``passes``."""

@@ -130,12 +130,35 @@ def wrap_lora(model, cfg: ModelConfig):
     )
     with warnings.catch_warnings():
         # Two notices that do not apply here, printed once per process (every Ray actor) otherwise: peft's about a
-        # tied output layer among the targets (the tiny preset adapts lm_head on purpose; fedmem never merges an
-        # adapter into its base), and transformers' deprecation of a method peft itself calls.
+        # tied output layer among the targets (the tiny preset adapts lm_head on purpose; fedmem merges an adapter
+        # only into an untied copy, merged_copy), and transformers' deprecation of a method peft itself calls.
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings=True.*ensure_weight_tying",
                                 category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing. is deprecated", category=FutureWarning)
         return get_peft_model(model, lora)
+
+
+def merged_copy(model):
+    """A plain transformers model that computes what the peft LoRA ``model`` computes, its adapters folded into a
+    copy of the weights; ``model`` is left as it was. The audit's generation and scoring run on it: each adapted
+    projection becomes one matrix product again, where peft adds two small ones and a sum per call.
+
+    An output layer tied to the input embeddings and adapted by LoRA (the tiny preset) is untied in the copy first:
+    merged into the shared matrix, the adapter would change the input embeddings too. A model without adapters is
+    returned as it is."""
+    import copy
+
+    if not hasattr(model, "merge_and_unload"):
+        return model
+    clone = copy.deepcopy(model)
+    embeddings = clone.get_base_model().get_input_embeddings().weight
+    for module in clone.modules():
+        base = getattr(module, "base_layer", None)
+        if base is not None and getattr(base, "weight", None) is embeddings:
+            base.weight = torch.nn.Parameter(embeddings.detach().clone(), requires_grad=False)
+    merged = clone.merge_and_unload()
+    merged.config.tie_word_embeddings = False
+    return merged.eval()
 
 
 def adapter_state(model) -> dict[str, torch.Tensor]:
