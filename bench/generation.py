@@ -1,15 +1,16 @@
-"""The default round's audit with each generation backend, side by side in one run: time per stage and figures.
+"""The default round's audit before and after the fast decoding loop, side by side in one run: seconds and figures.
 
     python bench/generation.py                              # a one-epoch adapter on the default data (cached)
     python bench/generation.py --run runs/<dir> --round 3   # a saved round of a run made with the default config
     python bench/generation.py --greedy-check 256           # also: greedy tokens of both backends on MR's prompts
 
 Both sides run the real audit (``Auditor.evaluate``: every default method, reports written to a temporary folder)
-on the same model: ``audit.generation_backend=transformers`` (``generate`` on fixed batches of 256 sequences, the
-earlier default) and ``fedmem`` (the decoding loop, rows sized by the model). Printed per side: each method's
-seconds and its generation stage, the sequences generated and their new tokens, and the headline figures, which
-must agree within their intervals (sampling draws differ between the backends; greedy tokens are identical, which
-``--greedy-check`` verifies on MR's own prompts).
+on the same model. Before: ``generate`` on fixed batches of 256 sequences, generation and scoring on the peft model
+(``audit.generation_backend=transformers audit.generation_batch_size=256 audit.merge_adapter=false``). After: the
+defaults (the decoding loop, rows sized by the model, the adapter merged into a copy). Printed: each method's
+seconds and its generation stage, the round's, and the headline figures, which must agree within their intervals
+(sampling draws differ between the backends; greedy tokens are identical, which ``--greedy-check`` verifies on MR's
+own prompts; scores differ by float rounding).
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ from fedmem.model.load import load_adapter_state  # noqa: E402
 from fedmem.runtime import fresh_lora_model, make_auditor, run_audit_pool, saved_adapter  # noqa: E402
 
 BACKENDS = {"transformers": 256, "fedmem": "auto"}  # backend: generation_batch_size
+SIDES = {"before": ["audit.generation_backend=transformers", "audit.generation_batch_size=256",
+                    "audit.merge_adapter=false"],
+         "after": []}
 
 
-def audit_with(backend: str, rows, state: dict, overrides: list[str]) -> tuple[dict, float]:
-    """(round report, wall seconds) of one audit of ``state`` with ``backend``."""
+def audit_with(side: list[str], state: dict, overrides: list[str]) -> tuple[dict, float]:
+    """(round report, wall seconds) of one audit of ``state`` with the ``side``'s settings."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = from_dict({**compose_dict([*overrides, f"audit.generation_backend={backend}",
-                                         f"audit.generation_batch_size={rows}", "train.progress=false"]),
-                         "run_dir": tmp})
+        cfg = from_dict({**compose_dict([*overrides, *side, "train.progress=false"]), "run_dir": tmp})
         auditor = make_auditor(cfg, source={"kind": "bench"}, save_adapters=False)
         t = time.perf_counter()
         auditor.evaluate(1, state)
@@ -93,13 +95,13 @@ def main() -> None:
     print(f"audited model: {what}; overrides: {a.overrides or 'none'}")
     if a.greedy_check:
         print(greedy_check(state, a.overrides, a.greedy_check))
-    results = {b: audit_with(b, rows, state, a.overrides) for b, rows in BACKENDS.items()}
+    results = {name: audit_with(side, state, a.overrides) for name, side in SIDES.items()}
     if a.save:
         Path(a.save).write_text(json.dumps(results))
     stage_keys = {"mr": "generation", "pearl": "generate"}
     print(f"\n{'method':<10}" + "".join(f"{b + ' s':>16}{'generation s':>15}" for b in results) + f"{'ratio':>8}")
-    names = list(results["fedmem"][0]["timings"])
-    for name in [n for n in names if not n.endswith("_stages") and n in results["fedmem"][0]["audit"]]:
+    names = list(results["after"][0]["timings"])
+    for name in [n for n in names if not n.endswith("_stages") and n in results["after"][0]["audit"]]:
         row, secs = f"{name:<10}", []
         for report, _ in results.values():
             t = report["timings"]
@@ -109,7 +111,7 @@ def main() -> None:
         print(row + f"{secs[0] / secs[1]:>7.1f}x")
     walls = [s for _, s in results.values()]
     print(f"{'round':<10}" + "".join(f"{w:>16.2f}{'':>15}" for w in walls) + f"{walls[0] / walls[1]:>7.1f}x")
-    print("\nheadline figures (95% intervals): transformers | fedmem")
+    print("\nheadline figures (95% intervals): before | after")
     old, new = (headline(r) for r, _ in results.values())
     for key in old:
         print(f"  {key:<34} {old[key]:<30} | {new.get(key, '-')}")

@@ -2,7 +2,9 @@
 
 SmolLM2-135M-Instruct (the smollm2-135m preset, read from its GGUF file and cached) does what a round does with it:
 LoRA training steps (``fedmem.train.train_local``), batched KV-cached generation (``fedmem.generation``) and
-teacher-forced scoring (``fedmem.scoring.sequence_logprobs``). Each stage's rate is given in tokens per second and
+teacher-forced scoring (``fedmem.scoring.sequence_logprobs``), and MR's generation to the end of the turn both ways:
+transformers' ``generate`` on one fixed batch of the peft model, and fedmem's decoding loop on the merged copy the
+audit uses. Each stage's rate is given in tokens per second and
 as model FLOP/s (2 x parameters per token forward; 4 x for a LoRA training token, whose backward pass computes
 activation gradients through the frozen base but no weight gradients for it), next to the float32 rate of a plain
 ``torch.mm`` of the model's own projection shapes measured in the same run: the physical limit each stage is
@@ -23,7 +25,7 @@ from references import english_passages
 from fedmem.config import Decoding, ModelConfig, TrainConfig
 from fedmem.experiment_config import compose_dict
 from fedmem.generation import generate_batched
-from fedmem.model.load import load_base, wrap_lora
+from fedmem.model.load import load_base, merged_copy, wrap_lora
 from fedmem.scoring import sequence_logprobs
 from fedmem.train import train_local
 
@@ -49,7 +51,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=128, help="training and scoring sequence length (tokens)")
     ap.add_argument("--steps", type=int, default=3, help="timed training steps (after one warm-up step)")
     ap.add_argument("--prompts", type=int, default=64, help="generation prompts (30-token prefixes)")
-    ap.add_argument("--new", type=int, default=64, help="new tokens per generation")
+    ap.add_argument("--new", type=int, default=256, help="the generation cap (MR's default)")
     ap.add_argument("--cache-dir", default=".cache/fedmem")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -91,13 +93,20 @@ def main() -> None:
     s = time.perf_counter() - t
     rows.append(("scoring log P(s|p) (teacher-forced, batch 32)", sum(len(p) + len(q) for p, q in pairs), s, 2))
 
-    prompts = [tuple(q[:30]) for q in seqs[: args.prompts]]
-    t = time.perf_counter()
-    outs = generate_batched(model, tok, prompts, args.new, decoding=Decoding(strategy="top_k"), seed=0,
-                            batch_size=args.prompts)
-    s = time.perf_counter() - t
-    made = sum(len(o[0]) for o in outs)
-    rows.append((f"generation ({args.prompts} prompts, KV cache, top-k)", made, s, 2))
+    # MR's prompts: a text's first 30 tokens in the chat template's open user turn, continued to the end of the turn
+    header = tok.apply_chat_template([{"role": "user", "content": "X"}], tokenize=False).split("X")[0]
+    head = tuple(tok(header, add_special_tokens=False)["input_ids"])
+    prompts = [head + tuple(q[:30]) for q in seqs[: args.prompts]]
+    sides = {"generate (fixed batch, peft model)": (model, "transformers", args.prompts),
+             "fedmem's decoding loop (merged copy)": (merged_copy(model), "fedmem", None)}
+    for name, (m, backend, rows_in_flight) in sides.items():
+        t = time.perf_counter()
+        outs = generate_batched(m, tok, prompts, args.new, decoding=Decoding(strategy="top_k"), seed=0,
+                                batch_size=rows_in_flight, backend=backend)
+        s = time.perf_counter() - t
+        made = sum(len(o[0]) for o in outs)
+        ended = sum(len(o[0]) < args.new for o in outs)
+        rows.append((f"generation to the end of the turn, {name}: {ended} of {len(prompts)} ended", made, s, 2))
 
     print("| stage | tokens | seconds | tokens/s | model GFLOP/s | share of torch.mm |")
     print("|---|---|---|---|---|---|")

@@ -108,7 +108,7 @@ def _trim(ids: list[int], stop: set[int]) -> list[int]:
 # (about this many FLOPs per step), few enough that their KV cache stays within KV_BUDGET bytes.
 STEP_FLOPS = 2**34
 KV_BUDGET = 2**30
-MAX_ROWS = 512
+MAX_ROWS = 256
 
 
 def auto_rows(model, span: int) -> int:

@@ -15,7 +15,7 @@ from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogit
 
 from fedmem.config import Decoding
 from fedmem.decoder import decode
-from fedmem.generation import auto_rows, generate_batched
+from fedmem.generation import MAX_ROWS, auto_rows, generate_batched
 from fedmem.model.tiny import qwen2_model
 from fedmem.sampler import Sampler, sampler_for
 
@@ -168,7 +168,7 @@ def test_the_models_generation_config_is_honoured_and_other_rules_go_to_generate
 def test_auto_rows_gives_a_small_model_many_rows_and_a_large_one_few(model):
     small = auto_rows(model, 300)
     large = auto_rows(qwen2_model(512, 512, 1536, 8, 8, 2, seed=0, max_position_embeddings=512), 300)
-    assert small == 512 and 1 <= large < small and large & (large - 1) == 0
+    assert small == MAX_ROWS and 1 <= large < small and large & (large - 1) == 0
 
 
 def test_merged_copy_computes_what_the_lora_model_computes_and_leaves_it_as_it_was():

@@ -156,7 +156,9 @@ def merged_copy(model):
         base = getattr(module, "base_layer", None)
         if base is not None and getattr(base, "weight", None) is embeddings:
             base.weight = torch.nn.Parameter(embeddings.detach().clone(), requires_grad=False)
-    merged = clone.merge_and_unload()
+    with warnings.catch_warnings():  # peft's advice on untying a tied model for merging: done just above
+        warnings.filterwarnings("ignore", message=r".*(tie_word_embeddings|no longer tied)", category=UserWarning)
+        merged = clone.merge_and_unload()
     merged.config.tie_word_embeddings = False
     return merged.eval()
 
