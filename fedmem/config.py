@@ -335,7 +335,10 @@ class SimulationConfig:
     """How the Flower simulation runs the clients."""
 
     backend: Literal["ray"] = option("ray", "Flower simulation backend")
-    num_cpus_per_client: float = option(1.0, "Ray CPUs per ClientApp")
+    num_cpus_per_client: float | Literal["auto"] = option(
+        "auto", "Ray CPUs per ClientApp; auto = a round's clients all at once when they number at most two per "
+                "core (a third client on two cores shares them instead of waiting for a second wave), else two per "
+                "core (fedmem.runtime.client_cpus)")
     num_gpus_per_client: float = option(0.0, "Ray GPUs per ClientApp")
     torch_threads: int = option(1, "torch threads inside each ClientApp")
     ray_address: str | None = option(
@@ -345,5 +348,5 @@ class SimulationConfig:
     def __post_init__(self):
         check_fields(self, "simulation")
         positive(self, "simulation", "torch_threads")
-        if self.num_cpus_per_client <= 0 or self.num_gpus_per_client < 0:
+        if (self.num_cpus_per_client != "auto" and self.num_cpus_per_client <= 0) or self.num_gpus_per_client < 0:
             raise ValueError("simulation.num_cpus_per_client must be > 0 and num_gpus_per_client >= 0")

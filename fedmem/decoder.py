@@ -51,6 +51,7 @@ class _SlotLayer(CacheLayerMixin):
         self.window, self.rows, self.width = window, rows, width
 
     def lazy_initialization(self, key_states, value_states):
+        # zeros, not empty: masked columns still enter q . k, and uninitialised memory may hold NaN, which no mask hides
         shape = (self.rows, key_states.shape[1], self.width, key_states.shape[-1])
         self.keys = torch.zeros(shape, dtype=key_states.dtype, device=key_states.device)
         self.values = torch.zeros(shape, dtype=value_states.dtype, device=value_states.device)

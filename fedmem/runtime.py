@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 
@@ -136,13 +137,29 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
     return adapter_state(model), with_length(cfg, metrics, truncated)
 
 
+def client_cpus(cfg: ExperimentConfig) -> float:
+    """Ray CPUs each ClientApp reserves: ``simulation.num_cpus_per_client``, or for ``auto`` this machine's cores
+    shared by a round's clients when they number at most two per core, else two clients per core, each share at
+    most ``simulation.torch_threads`` (the threads a client trains on). Training is the same either way (each
+    client trains alone on its own threads): only how many run at once changes. On an attached cluster, auto
+    reserves the threads."""
+    sim = cfg.simulation
+    if sim.num_cpus_per_client != "auto":
+        return float(sim.num_cpus_per_client)
+    if sim.ray_address:
+        return float(sim.torch_threads)
+    per_round = max(1, math.ceil(cfg.strategy.fraction_train * cfg.num_clients))
+    share = math.floor(100 * (os.cpu_count() or 1) / per_round) / 100  # rounded down, so that all of them fit
+    return min(float(sim.torch_threads), max(sim.torch_threads / 2, share))
+
+
 def preflight(cfg: ExperimentConfig) -> str:
     """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
     data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
     needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
     cpus = os.cpu_count() or 1
     attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
-    if cfg.strategy.name != CENTRALIZED and not attached and cfg.simulation.num_cpus_per_client > cpus:
+    if cfg.strategy.name != CENTRALIZED and not attached and client_cpus(cfg) > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
     for name, method_cfg in method_configs(cfg).items():

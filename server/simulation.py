@@ -8,6 +8,7 @@ from flwr.simulation import run_simulation
 
 from clients.client_app import make_client_app
 from fedmem.experiment_config import ExperimentConfig
+from fedmem.runtime import client_cpus
 from server.server_app import make_server_app
 
 
@@ -25,7 +26,7 @@ def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
         num_supernodes=cfg.num_clients,
         backend_name=sim.backend,
         backend_config={
-            "client_resources": {"num_cpus": sim.num_cpus_per_client, "num_gpus": sim.num_gpus_per_client},
+            "client_resources": {"num_cpus": client_cpus(cfg), "num_gpus": sim.num_gpus_per_client},
             "init_args": init_args,
         },
     )

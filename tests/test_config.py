@@ -206,3 +206,16 @@ def test_resolve_writes_each_run_its_own_directory(tmp_path):
     assert outs[0] != outs[1] and all(p.name == "config.yaml" and p.is_file() for p in outs)
     for p in outs:
         assert Path(yaml.safe_load(p.read_text())["run_dir"]).resolve() == p.parent.resolve()
+
+
+@pytest.mark.parametrize("clients,cpus,threads,expected", [(3, 2, 1, 0.66), (2, 2, 1, 1.0), (10, 2, 1, 0.5),
+                                                            (3, 16, 2, 2.0), (4, 2, 2, 1.0)])
+def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compose, monkeypatch, clients, cpus,
+                                                                         threads, expected):
+    from fedmem.experiment_config import from_dict
+    from fedmem.runtime import client_cpus
+
+    monkeypatch.setattr("os.cpu_count", lambda: cpus)
+    cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))
+    assert client_cpus(cfg) == expected
+    assert client_cpus(from_dict(compose("simulation.num_cpus_per_client=1.5"))) == 1.5  # a number is kept

@@ -165,10 +165,16 @@ def test_the_models_generation_config_is_honoured_and_other_rules_go_to_generate
         model.generation_config.repetition_penalty = 1.0
 
 
-def test_auto_rows_gives_a_small_model_many_rows_and_a_large_one_few(model):
-    small = auto_rows(model, 300)
-    large = auto_rows(qwen2_model(512, 512, 1536, 8, 8, 2, seed=0, max_position_embeddings=512), 300)
-    assert small == MAX_ROWS and 1 <= large < small and large & (large - 1) == 0
+def test_auto_rows_are_bounded_by_the_step_cost_and_the_cache_memory(model, monkeypatch):
+    import fedmem.generation as generation
+
+    assert auto_rows(model, 300) == MAX_ROWS  # a small model: the cap
+    by_memory = auto_rows(model, 100_000)  # every row may hold 100,000 tokens: the cache's budget bounds the rows
+    assert by_memory < MAX_ROWS and by_memory & (by_memory - 1) == 0
+    params = sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(generation, "STEP_FLOPS", 2 * params * 40)  # a step may cost 40 rows' worth of FLOPs
+    assert auto_rows(model, 300) == 32  # the largest power of two within it
+
 
 
 def test_merged_copy_computes_what_the_lora_model_computes_and_leaves_it_as_it_was():

@@ -230,14 +230,15 @@ def test_one_target_pass_per_round_and_the_reference_once_per_run(lora):
     hook = model.register_forward_hook(lambda *_: calls.append(1))
     try:
         method = MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX), run)
-        first = RoundContext(run=run, round=1, model=model, batch_size=256)  # every pair in one batch
+        # every pair in one batch; on the model itself, whose forward calls the hook counts (not a merged copy)
+        first = RoundContext(run=run, round=1, model=model, batch_size=256, merge_adapter=False)
         s1 = method.audit(first)
         assert len(calls) == 2  # the target's pass and the base's (adapters disabled)
         assert first.passes == {"token_stats": 1}
         assert (s1["seconds"]["target_passes"], s1["seconds"]["reference_passes"]) == (1, 1)
         again = method.audit(first)  # the round context memoises the target's pass
         assert len(calls) == 2 and again["seconds"]["target_passes"] == 0
-        second = RoundContext(run=run, round=2, model=model, batch_size=256)
+        second = RoundContext(run=run, round=2, model=model, batch_size=256, merge_adapter=False)
         s2 = method.audit(second)
         assert len(calls) == 3 and second.passes == {"token_stats": 1}  # the reference pass is reused
         assert (s2["seconds"]["target_passes"], s2["seconds"]["reference_passes"]) == (1, 0)
@@ -342,3 +343,21 @@ def test_a_training_run_audits_with_mia_and_reports_it(compose, tmp_path):
     assert "mia" in reports[1]["ground_truth_scores"]
     page = next(run_dir.glob("*.md")).read_text()
     assert "**Membership inference.**" in page
+
+
+def test_a_pair_is_scored_once_per_round_whichever_method_asks(lora):
+    """Prior-Aware's log P(s|p) and the attacks' per-token pass share the round's scored pairs: a pair scored for
+    one is not scored again for the other."""
+    run, _, model, _, _, _ = lora
+    members = [(s.prompt_ids, s.suffix_ids[:SUFFIX]) for c in run.clients for s in run.train[c][:3]]
+    others = [(s.prompt_ids, s.suffix_ids[:SUFFIX]) for c in run.clients for s in run.test[c][:2]]
+    rows = []
+    hook = model.register_forward_hook(lambda module, args, out: rows.append(out.logits.shape[0]))
+    try:
+        ctx = RoundContext(run=run, round=1, model=model, batch_size=256, merge_adapter=False)
+        logp = ctx.logprobs(members)
+        stats = ctx.token_stats(members + others)
+    finally:
+        hook.remove()
+    assert rows == [len(members), len(others)] and ctx.passes == {"token_stats": 2}
+    assert np.array_equal(logp, [s.logp.sum() for s in stats[: len(members)]])

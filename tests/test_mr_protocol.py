@@ -134,7 +134,7 @@ def test_prior_aware_scores_in_the_prompt_context(tok):
                                                      generic=[words_of(tok, 40, 9)]), run)
     ctx = RoundContext(run=run, round=1, model=tiny_model(tok))
     method.audit(ctx)
-    [pairs] = list(ctx._lp_cache)
+    pairs = list(ctx._stats_cache)  # the pairs scored, in the order asked
     audited, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
     assert [p for p, _ in audited] == [s.prompt_ids for s in method.audited]
     assert [s for _, s in audited] == [s.suffix_ids[:24] for s in method.audited]  # PA's fixed suffix length

@@ -17,7 +17,7 @@ import numpy as np
 from fedmem.config import Decoding, build_section
 from fedmem.generation import generate_batched
 from fedmem.progress import progress_bar
-from fedmem.scoring import TokenStats, prior_inputs, prior_logprobs, sequence_logprobs, token_stats
+from fedmem.scoring import TokenStats, prior_inputs, prior_logprobs, token_stats
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,6 @@ class RoundContext:
     _merged: Any = field(default=None, repr=False)
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
     _gen_cache: dict = field(default_factory=dict, repr=False)
-    _lp_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
     _stats_cache: dict = field(default_factory=dict, repr=False)
     passes: dict = field(default_factory=dict)  # memoised request kind -> passes it made over the model
@@ -142,15 +141,23 @@ class RoundContext:
                              backend=self.generation_backend)))
 
     def logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> np.ndarray:
-        """log P(s | p) for each (p, s) pair, teacher-forced, memoised."""
-        return self._memo(self._lp_cache, tuple(pairs), "logprobs", len(pairs), "scoring log P(s|p)",
-                          lambda advance: sequence_logprobs(self.computing_model, pairs, self.batch_size, advance))
+        """log P(s | p) for each (p, s) pair, teacher-forced: the sum of :meth:`token_stats`' per-token log P, so a
+        pair that any method has had scored this round is not scored again."""
+        return np.array([stats.logp.sum() for stats in self.token_stats(pairs)], dtype=np.float64)
 
     def token_stats(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[TokenStats]:
         """Per suffix token of each (p, s) pair: log P(s_t | p, s_<t) and the mean and standard deviation of
-        log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised."""
-        return self._memo(self._stats_cache, tuple(pairs), "token_stats", len(pairs), "scoring per-token statistics",
-                          lambda advance: token_stats(self.computing_model, pairs, self.batch_size, advance))
+        log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised per pair:
+        the pairs no method has had scored this round go through one pass, so the attacks and Prior-Aware, which
+        score many of the same (prompt, suffix) pairs, share it."""
+        pairs = [(tuple(p), tuple(s)) for p, s in pairs]
+        missing = [pair for pair in dict.fromkeys(pairs) if pair not in self._stats_cache]
+        if missing:
+            with self.progress(len(missing), "scoring per-token statistics") as bar:
+                scored = token_stats(self.computing_model, missing, self.batch_size, bar.advance)
+            self._stats_cache.update(zip(missing, scored))
+            self.passes["token_stats"] = self.passes.get("token_stats", 0) + 1
+        return [self._stats_cache[pair] for pair in pairs]
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
