@@ -104,24 +104,23 @@ def _trim(ids: list[int], stop: set[int]) -> list[int]:
     return ids
 
 
-# Sequences in flight, sized by the model: enough rows that a decoding step's matrix products dwarf its fixed cost
-# (about this many FLOPs per step), few enough that their KV cache stays within KV_BUDGET bytes.
-STEP_FLOPS = 2**34
-KV_BUDGET = 2**30
+# Sequences in flight, sized by the model: enough rows that a decoding step's matrix products run near the CPU's
+# matmul rate (a step costs about STEP_FLOPS), few enough that their KV cache stays within KV_BUDGET bytes.
+STEP_FLOPS = 2**36
+KV_BUDGET = 2**31
 MAX_ROWS = 256
 
 
 def auto_rows(model, span: int) -> int:
-    """Rows for the decoding loop on ``model`` when each row may hold ``span`` tokens: a power of two, the largest
-    whose step costs at most ``STEP_FLOPS`` (2 FLOPs per parameter per token) and whose cache fits ``KV_BUDGET``."""
+    """Rows for the decoding loop on ``model`` when each row may hold ``span`` tokens: the most whose step costs at
+    most ``STEP_FLOPS`` (2 FLOPs per parameter per token) and whose cache fits ``KV_BUDGET``, at most ``MAX_ROWS``."""
     params = sum(p.numel() for p in model.parameters())
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     itemsize = next(model.parameters()).element_size()
     kv_per_row = 2 * config.num_hidden_layers * heads * head_dim * span * itemsize
-    limit = min(STEP_FLOPS / (2 * params), KV_BUDGET / kv_per_row, MAX_ROWS)
-    return 2 ** max(0, int(limit).bit_length() - 1)
+    return max(1, int(min(STEP_FLOPS / (2 * params), KV_BUDGET / kv_per_row, MAX_ROWS)))
 
 
 @torch.inference_mode()
