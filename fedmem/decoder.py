@@ -132,16 +132,17 @@ class _Slots:
     def admit(self, prompts: list[tuple[int, ...]], take: list[tuple[int, int]], pad_id: int) -> torch.Tensor:
         """Prefill ``take`` (prompt, sample) pairs into slots ``[n, n + len(take))``, a prompt's samples from one
         prefill; returns each new slot's next-token logits. Prompts end at column ``t``."""
-        distinct = list(dict.fromkeys(i for i, _ in take))
-        first: dict[int, tuple[int, int]] = {}
+        first: dict[int, tuple[int, int]] = {}  # each distinct prompt's first (prompt, sample) pair
         for pair in take:
             first.setdefault(pair[0], pair)
+        distinct = list(first)
         take = list(first.values()) + [p for p in take if first[p[0]] != p]  # the distinct prompts' slots first
         ids, mask = pad_batch([prompts[i] for i in distinct], pad_id, left=True)
         ids, mask = ids.to(self.device), mask.to(self.device, torch.bool)
         length, n, t = ids.shape[1], self.n, self.t
         causal = torch.ones((length, length), dtype=torch.bool, device=self.device).tril()
-        logits = self.forward(ids, causal[None, None] & mask[:, None, None, :], (mask.long().cumsum(-1) - 1).clamp_min(0),
+        positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # each prompt's own, from 0 at its first real token
+        logits = self.forward(ids, causal[None, None] & mask[:, None, None, :], positions,
                               n, n + len(distinct), t - length, t - length)
         row = {i: k for k, i in enumerate(distinct)}
         src = torch.tensor([row[i] for i, _ in take], device=self.device)  # each new slot's prefill, 0-based

@@ -165,7 +165,8 @@ class RoundContext:
         rows, cols = prior_inputs(prefixes, suffixes)
         return self._memo(self._prior_cache, (tuple(prefixes), tuple(suffixes)), "prior_logprobs",
                           len(rows) * len(cols), "scoring prior log P(s|q)",
-                          lambda advance: prior_logprobs(self.computing_model, prefixes, suffixes, self.batch_size, advance))
+                          lambda advance: prior_logprobs(self.computing_model, prefixes, suffixes, self.batch_size,
+                                                         advance))
 
     def _memo(self, cache: dict, key, kind: str, total: int, desc: str, compute):
         """One memoised request: computed once per round behind a progress bar, its pass counted in ``passes``."""
