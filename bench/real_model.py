@@ -10,7 +10,7 @@ activation gradients through the frozen base but no weight gradients for it), ne
 ``torch.mm`` of the model's own projection shapes measured in the same run: the physical limit each stage is
 compared with.
 
-    python bench/real_model.py                     # 2 threads, batch 8 x 128 tokens training, 64 prompts
+    python bench/real_model.py                     # 2 threads, batch 8 x 128 tokens training, 128 prompts
     python bench/real_model.py --threads 1 --prompts 32
 """
 
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8, help="training sequences per step")
     ap.add_argument("--seq", type=int, default=128, help="training and scoring sequence length (tokens)")
     ap.add_argument("--steps", type=int, default=3, help="timed training steps (after one warm-up step)")
-    ap.add_argument("--prompts", type=int, default=64, help="generation prompts (30-token prefixes)")
+    ap.add_argument("--prompts", type=int, default=128, help="generation prompts (30-token prefixes of passages)")
     ap.add_argument("--new", type=int, default=256, help="the generation cap (MR's default)")
     ap.add_argument("--cache-dir", default=".cache/fedmem")
     args = ap.parse_args()
@@ -87,7 +87,7 @@ def main() -> None:
     s = time.perf_counter() - t
     rows.append(("LoRA training (forward + backward, AdamW)", args.batch * args.seq * args.steps, s, 4))
 
-    pairs = [(tuple(q[:30]), tuple(q[30:])) for q in seqs[: args.prompts]]
+    pairs = [(tuple(q[:30]), tuple(q[30:])) for q in seqs]
     t = time.perf_counter()
     sequence_logprobs(model, pairs, batch_size=32)
     s = time.perf_counter() - t
@@ -96,8 +96,9 @@ def main() -> None:
     # MR's prompts: a text's first 30 tokens in the chat template's open user turn, continued to the end of the turn
     header = tok.apply_chat_template([{"role": "user", "content": "X"}], tokenize=False).split("X")[0]
     head = tuple(tok(header, add_special_tokens=False)["input_ids"])
-    prompts = [head + tuple(q[:30]) for q in seqs[: args.prompts]]
-    sides = {"generate (fixed batch, peft model)": (model, "transformers", args.prompts),
+    passages = english_passages(words_per_passage=36, stride=36)[: args.prompts]
+    prompts = [head + tuple(tok(p, add_special_tokens=False)["input_ids"][:30]) for p in passages]
+    sides = {"generate (one batch of all prompts, peft model)": (model, "transformers", len(prompts)),
              "fedmem's decoding loop (merged copy)": (merged_copy(model), "fedmem", None)}
     for name, (m, backend, rows_in_flight) in sides.items():
         t = time.perf_counter()

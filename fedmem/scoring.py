@@ -264,7 +264,7 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
                         )
                         pos = torch.arange(q_len, q_len + feed, device=device).unsqueeze(0).expand(n_q * n_s, -1)
                         logits = model(
-                            input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=cache, use_cache=True
+                            input_ids=ids, attention_mask=att, position_ids=pos, cache=cache, use_cache=True
                         ).logits
                         tok = _target_logprobs(logits, s_ids[:, 1:].repeat(n_q, 1))  # [P*S, width-1]
                         tok = torch.where(s_mask[:, 1:].repeat(n_q, 1), tok, 0.0)  # padding: log 1 = 0

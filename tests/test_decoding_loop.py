@@ -49,10 +49,15 @@ def frequent_stops(model):
     return {t for t, _ in collections.Counter(t for o in free for t in o).most_common(5)}
 
 
-@pytest.mark.parametrize("rows", [1, 3, 16, 64])
-def test_greedy_tokens_equal_generate_whatever_the_rows(model, frequent_stops, rows):
+@pytest.fixture(scope="module")
+def greedy_reference(model, frequent_stops):
     prompts = prompts_of(40, seed=1)
-    ref = generate_one_by_one(model, prompts, 90, frequent_stops)
+    return prompts, generate_one_by_one(model, prompts, 90, frequent_stops)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16, 64])
+def test_greedy_tokens_equal_generate_whatever_the_rows(model, frequent_stops, greedy_reference, rows):
+    prompts, ref = greedy_reference
     lengths = sorted(len(r) for r in ref)
     assert lengths[0] < 10 and lengths[-1] == 90 and len(set(lengths)) > 8  # rows really end at many steps
     out = decode(model, prompts, 90, frequent_stops, 0, Sampler(), rows=rows)
