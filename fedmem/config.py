@@ -307,7 +307,7 @@ class AuditConfig:
     batch_size: int = option(64, "sequences per scoring (log-probability) batch")
     generation_batch_size: int | Literal["auto"] = option(
         "auto", "sequences in flight while generating; auto = sized by the model (many rows for a small model, fewer "
-                "for a large one, the KV cache within 1 GiB)")
+                "for a large one, the KV cache within 2 GiB)")
     generation_backend: Literal["fedmem", "transformers"] = option(
         "fedmem", "fedmem = the decoding loop (continuous batching, preallocated cache, sampling over the candidates); "
                   "transformers = generate on fixed batches; greedy outputs are identical, sampled ones alike in "
