@@ -87,9 +87,9 @@ class _SlotLayer(CacheLayerMixin):
                 t[:rows, :, : stop - start] = t[:rows, :, start:stop].clone()
 
 
-def _num_layers(model) -> int:
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return int(config.num_hidden_layers)
+def text_config(model):
+    """The config of a model's language part (itself for a plain causal LM)."""
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
 
 
 def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -106,7 +106,7 @@ class _Slots:
         self.device = next(model.parameters()).device
         self.dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
         self.window = _Window()
-        self.layers = [_SlotLayer(self.window, rows, width) for _ in range(_num_layers(model))]
+        self.layers = [_SlotLayer(self.window, rows, width) for _ in range(int(text_config(model).num_hidden_layers))]
         self.cache = Cache(layers=self.layers)
         self.rows, self.width, self.t = rows, width, first_column
         self.first_column = first_column  # the longest prompt: every prompt fits right-aligned before column t

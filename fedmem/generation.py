@@ -23,7 +23,7 @@ import torch
 
 from fedmem.batching import pad_batch
 from fedmem.config import Decoding
-from fedmem.decoder import decode
+from fedmem.decoder import decode, text_config
 from fedmem.sampler import sampler_for
 
 # The generation settings that change which tokens are drawn: what a report states as the decoding used.
@@ -115,7 +115,7 @@ def auto_rows(model, span: int) -> int:
     """Rows for the decoding loop on ``model`` when each row may hold ``span`` tokens: the most whose step costs at
     most ``STEP_FLOPS`` (2 FLOPs per parameter per token) and whose cache fits ``KV_BUDGET``, at most ``MAX_ROWS``."""
     params = sum(p.numel() for p in model.parameters())
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = text_config(model)
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     itemsize = next(model.parameters()).element_size()
@@ -145,7 +145,7 @@ def generate_batched(
     decoding = decoding or Decoding()
     if batch_size is None:
         batch_size = auto_rows(model, max((len(p) for p in prompts), default=0) + max_new_tokens)
-    sampler, _ = sampler_for(model, sampling_kwargs(decoding)) if backend == "fedmem" else (None, "")
+    sampler, _ = sampler_for(_base(model), sampling_kwargs(decoding)) if backend == "fedmem" else (None, "")
     if sampler is not None:
         return _decode_loop(model, tokenizer, prompts, max_new_tokens, num_samples, sampler, seed, batch_size,
                             progress)

@@ -55,13 +55,12 @@ class Sampler:
 _KNOWN = {"TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"}
 
 
-def sampler_for(model, generation_kwargs: dict) -> tuple[Sampler | None, str]:
-    """(the rule ``generate`` applies for ``generation_kwargs`` on ``model``, "") or (None, why it cannot be
-    reproduced here). Reads transformers' own resolution: the generation config ``generate`` prepares and the
-    logits processors it builds from it."""
+def sampler_for(base, generation_kwargs: dict) -> tuple[Sampler | None, str]:
+    """(the rule ``generate`` applies for ``generation_kwargs`` on the transformers model ``base`` (a peft model's
+    base: ``fedmem.generation._base``), "") or (None, why it cannot be reproduced here). Reads transformers' own
+    resolution: the generation config ``generate`` prepares and the logits processors it builds from it."""
     from transformers import LogitsProcessorList
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config, _ = base._prepare_generation_config(None, **generation_kwargs)
     if (config.num_beams or 1) > 1:
         return None, f"num_beams={config.num_beams}"
