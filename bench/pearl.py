@@ -1,7 +1,7 @@
 """Throughput of the full PEARL audit on a tiny-preset-sized model (CPU).
 
     python bench/pearl.py                      # default audit.pearl sizes, 3 clients
-    python bench/pearl.py --n 8 --threads 1    # more samples, one torch thread (steadier on a shared machine)
+    python bench/pearl.py --n 8 --nonmembers 4 --threads 1    # a quicker run, one torch thread (steadier when shared)
 
 Model: the tiny preset's Qwen2 (hidden 128, 4 layers, vocab 2048; its BPE recipe trained here on seeded text),
 prefix 30 / suffix 64 tokens, untrained weights (so every output runs the full 64-token budget: worst case).
@@ -46,7 +46,9 @@ def build(seed: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=3)
-    ap.add_argument("--n", type=int, default=PearlConfig().n, help="audit.pearl.n (members and non-members per client)")
+    ap.add_argument("--n", type=int, default=PearlConfig().n, help="audit.pearl.n (members per client)")
+    ap.add_argument("--nonmembers", type=int, default=PearlConfig().nonmembers,
+                    help="audit.pearl.nonmembers (non-members per client)")
     ap.add_argument("--samples", type=int, default=10, help="outputs per intensity")
     ap.add_argument("--prefix", type=int, default=30)
     ap.add_argument("--suffix", type=int, default=64)
@@ -60,12 +62,12 @@ def main() -> None:
 
     t0 = time.perf_counter()
     tok, model = build(seed=0)
-    texts = corpus(2 * args.clients * args.n * 4, seed=1)
+    texts = corpus(args.clients * (args.n + args.nonmembers) * 4, seed=1)
     train, test, k, header = {}, {}, 0, header_ids(tok)
     for c in range(args.clients):
         train[c], test[c] = [], []
-        for split, dest in (("train", train[c]), ("test", test[c])):
-            for i in range(args.n):
+        for split, dest, count in (("train", train[c], args.n), ("test", test[c], args.nonmembers)):
+            for i in range(count):
                 text = " ".join(texts[k : k + 4])
                 k += 4
                 ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -75,7 +77,9 @@ def main() -> None:
     setup_s = time.perf_counter() - t0
     print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
 
-    cfg = PearlConfig(n=args.n, samples_per_intensity=args.samples, perturbation=args.perturbation)
+    # the samples are bare texts, not records with a training rendering: PEARL runs in MR's prompt context
+    cfg = PearlConfig(n=args.n, nonmembers=args.nonmembers, samples_per_intensity=args.samples,
+                      perturbation=args.perturbation, context="prompt")
     t0 = time.perf_counter()
     method = PearlSensitivity(cfg, run)
     build_s = time.perf_counter() - t0

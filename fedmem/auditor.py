@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fedmem.audit import AUDIT_METHODS, RoundContext
 from fedmem.audit.agreement import agreement
-from fedmem.audit.samples import build_audit_run, check_supply
+from fedmem.audit.samples import build_audit_run, check_common_draw, check_supply, place_common_draw
 from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.console import round_line
 from fedmem.experiment_config import ExperimentConfig, method_configs
@@ -24,11 +24,25 @@ from fedmem.report import headline, write_round_report, write_run_report
 
 def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
     """(the run's audit pool, each enabled method's config): the pool built and checked against what every method
-    audits, so that a pool the data cannot fill fails here, before anything is written."""
+    audits, so that a pool the data cannot fill fails here, before anything is written. The pool carries the
+    common draw (``audit.common_draw``), which every method that decides per train sample must audit."""
     run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
     configs = method_configs(cfg)
     check_supply(run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
+    suffix = {name: AUDIT_METHODS[name].min_suffix(c) for name, c in configs.items()}
+    longest = max(suffix, key=suffix.get, default="")
+    min_suffix = suffix.get(longest, 0)
+    run = place_common_draw(run, cfg.audit.common_draw, min_suffix, f"audit.{longest}" if min_suffix else "")
+    audited = {name: AUDIT_METHODS[name].audited_train(c, run) for name, c in configs.items()}
+    check_common_draw(run, {name: ids for name, ids in audited.items() if ids is not None},
+                      {name: size_setting(name, c) for name, c in configs.items()})
     return run, configs
+
+
+def size_setting(name: str, cfg) -> str:
+    """``audit.<method>.<key>=<value>`` of the method's first size key (``AuditMethod.size_keys``), for errors."""
+    keys = AUDIT_METHODS[name].size_keys
+    return f"audit.{name}.{keys[0]}={getattr(cfg, keys[0], '?')}" if keys else f"audit.{name}'s size"
 
 
 class Auditor:
@@ -91,7 +105,8 @@ class Auditor:
                 bar.advance()
         truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
         verdicts = method_verdicts(self.methods, sections)
-        agreed = agreement(verdicts) if len(verdicts) >= 2 else {}
+        common = {i for ids in self.run.common_draw.values() for i in ids}
+        agreed = agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {}
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         report = write_round_report(

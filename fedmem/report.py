@@ -214,20 +214,39 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
 
 
 def _agreement_table(agreed: dict) -> list[str]:
-    """The methods' agreement on the training samples each pair audited: Cohen's kappa [Jaccard overlap] (n)."""
-    labels = agreed["methods"]
+    """The methods' agreement on the common draw: Cohen's kappa with its interval, the Jaccard overlap and the samples
+    in common per pair ("too few (n)" below the minimum); then Spearman's rank correlation, the canary table and the
+    agreement with the planted truth."""
+    labels, size = agreed["methods"], len(agreed["methods"])
     fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+
+    def pair(i: int, j: int) -> str:
+        ci = agreed["kappa_ci95"][i][j]
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        return (agreed["reason"][i][j] or
+                f"{fmt(agreed['kappa'][i][j])}{interval} · {fmt(agreed['jaccard'][i][j])} · {agreed['n'][i][j]}")
+
     lines = ["## Agreement between methods", "",
-             "On the training samples both audited: Cohen's kappa of their decisions, the Jaccard overlap of the "
-             "samples they flag in brackets, n the samples in common; Spearman's rank correlation of their scores "
-             "below. A dash: undefined (no sample flagged by either, or too few in common).", "",
-             "| kappa [Jaccard] (n) | " + " | ".join(labels) + " | flagged |", "|---" * (len(labels) + 2) + "|"]
+             f"On the common draw: the same {agreed['common']} ordinary training samples, drawn at random per client "
+             "(audit.common_draw), that every method audits; canaries are set apart below. Per pair: Cohen's kappa of "
+             f"the two decisions with its 95% bootstrap interval ({agreed['resamples']} resamples), the Jaccard "
+             f"overlap of the samples they flag, and n, the common samples both decided; a pair with fewer than "
+             f"{agreed['min_common']} has no figures (too few). A dash: undefined (no sample flagged by either, or "
+             "both constant).", "",
+             "| kappa [95% CI] · Jaccard · n | " + " | ".join(labels) + " | flagged |", "|---" * (size + 2) + "|"]
     for i, a in enumerate(labels):
-        cells = [f"{fmt(agreed['kappa'][i][j])} [{fmt(agreed['jaccard'][i][j])}] ({agreed['n'][i][j]})"
-                 for j in range(len(labels))]
+        cells = [pair(i, j) for j in range(size)]
         lines.append(f"| {a} | " + " | ".join(cells) + f" | {agreed['flagged'][i]} of {agreed['audited'][i]} |")
-    lines += ["", "| Spearman | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-    lines += [f"| {a} | " + " | ".join(fmt(v) for v in agreed["spearman"][i]) + " |" for i, a in enumerate(labels)]
+    lines += ["", "| Spearman | " + " | ".join(labels) + " |", "|---" * (size + 1) + "|"]
+    lines += [f"| {a} | " + " | ".join(agreed["reason"][i][j] or fmt(agreed["spearman"][i][j]) for j in range(size))
+              + " |" for i, a in enumerate(labels)]
+    if agreed.get("canaries"):
+        lines += ["", "Planted canaries, by copies: flagged of audited (a dash: the method audits none of them).", "",
+                  "| canary copies | " + " | ".join(labels) + " |", "|---" * (size + 1) + "|"]
+        for group, by_label in agreed["canaries"].items():
+            counts = [by_label.get(lab, {"audited": 0}) for lab in labels]
+            lines.append(f"| {group} | " + " | ".join(
+                f"{c['flagged']} of {c['audited']}" if c["audited"] else "–" for c in counts) + " |")
     if agreed.get("truth"):
         lines += ["", "Against the planted truth (Cohen's kappa, n samples with known truth): " + "; ".join(
             f"{lab} {fmt(t['kappa'])} (n {t['n']})" for lab, t in agreed["truth"].items()) + "."]

@@ -14,8 +14,10 @@ import torch
 
 from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.audit.samples import header_ids, text_sample
+from fedmem.audit.training_context import TrainingFrame, with_training_form
 from fedmem.batching import language_model_batch
 from fedmem.config import Decoding
+from fedmem.data.records import Record
 from fedmem.model.tiny import qwen2_model, train_tokenizer
 
 USER_TEMPLATE = "Please continue the following text. {text}"
@@ -55,12 +57,20 @@ def tiny_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0):
     ).eval()
 
 
+def text_frame(tokenizer) -> TrainingFrame:
+    """The training rendering of a record whose user turn is its text alone (the ``text`` template, chat-rendered):
+    its training context is the open user turn holding the prefix, the same ids as the prompt's."""
+    return TrainingFrame.of(tokenizer, Record(id="frame", user="text", assistant="", mem_text="text"))
+
+
 def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_len: int, suffix_len: int,
                 tags: dict | None = None) -> AuditSample:
     """Prefix = first ``prefix_len`` tokens of the text, suffix = the next ``suffix_len`` (the fixture's texts are
-    cut there); the prompt is the chat template's open user turn holding the prefix (as the audit pool's)."""
+    cut there); the prompt is the chat template's open user turn holding the prefix (as the audit pool's), and the
+    training form that of a record whose user turn is the text (``text_frame``), so ``memorize`` trains on it."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return text_sample(tokenizer, ids, header_ids(tokenizer), prefix_len, client, split, idx, suffix_len, tags)
+    sample = text_sample(tokenizer, ids, header_ids(tokenizer), prefix_len, client, split, idx, suffix_len, tags)
+    return with_training_form(sample, text_frame(tokenizer).form(tokenizer, text, prefix_len, suffix_len))
 
 
 def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, prefix_len: int = 24,
@@ -76,6 +86,7 @@ def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, p
     return AuditRun(
         train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
         decoding=decoding or Decoding(), prefix_len=prefix_len, prompt_header=header_ids(tokenizer), seed=seed,
+        train_frame=text_frame(tokenizer),
     )
 
 

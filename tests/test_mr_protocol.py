@@ -125,12 +125,13 @@ def test_prompt_under_a_real_chat_template(smollm2_dir):
 
 
 def test_prior_aware_scores_in_the_prompt_context(tok):
-    """P(s|p) is scored after MR's prompt (the open user turn), and so are the generic calibration pairs."""
+    """With context=prompt, P(s|p) is scored after MR's prompt (the open user turn), and so are the generic
+    calibration pairs (the default, the training context, is tested in test_training_context.py)."""
     from fedmem.audit.base import RoundContext
     from fedmem.audit.prior_aware import PriorAwareConfig, PriorAwareMemorization
 
     run = pool(tok, [words_of(tok, PREFIX + 40, i) for i in range(3)], TaskConfig(name="dialog"))
-    method = PriorAwareMemorization(PriorAwareConfig(n=2, suffix_len=24, c=2, trials=1,
+    method = PriorAwareMemorization(PriorAwareConfig(n=2, suffix_len=24, c=2, trials=1, context="prompt",
                                                      generic=[words_of(tok, 40, 9)]), run)
     ctx = RoundContext(run=run, round=1, model=tiny_model(tok))
     method.audit(ctx)

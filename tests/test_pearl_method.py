@@ -15,7 +15,7 @@ from fedmem.io import to_jsonable
 from fedmem.views import view_for
 
 N_CLIENTS, N = 2, 2
-CFG = dict(n=N, samples_per_intensity=4, max_new_tokens=20)
+CFG = dict(n=N, nonmembers=N, samples_per_intensity=4, max_new_tokens=20)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,8 @@ def test_registered_and_config_validated():
     assert isinstance(build_method_config("pearl", {"n": 3}), PearlConfig)
     for bad, msg in [({"intensities": [1, 2]}, "start at 0"), ({"metric": "bleu"}, "metric"),
                      ({"score": "max"}, "score"), ({"perturbation": "swap"}, "perturbation"),
-                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"max_new_tokens": 0}, "max_new_tokens"),
+                     ({"fpr_target": 1.5}, "fpr_target"), ({"n": 0}, "n "), ({"nonmembers": 0}, "nonmembers"),
+                     ({"max_new_tokens": 0}, "max_new_tokens"),
                      ({"decide_with": "x"}, "decide_with")]:
         with pytest.raises(ValueError, match=msg):
             build_method_config("pearl", bad)
@@ -141,6 +142,8 @@ def test_section_structure_and_counts_are_consistent(audited):
         for key in ("tpr_ci95", "fpr_ci95"):
             assert 0 <= rates[key][0] <= rates[key][1] <= 1
     assert section["headline"]["members_flagged"] == section["counts"]["calibrated"]["overall"]["members"]["memorized"]
+    # a calibration on a handful of non-members says so
+    assert section["note"].startswith(f"Calibrated on {N_CLIENTS * N} non-members (fewer than 30)")
     assert np.array(section["tables"]["performance"]).shape == (2 * N_CLIENTS * N, 6, 4)
 
 
@@ -188,6 +191,22 @@ def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
     assert s2["samples"] == section["samples"]
     other = PearlSensitivity(PearlConfig(**{**CFG, "seed": 1}), method.run)
     assert other.prompts != method.prompts
+
+
+@pytest.mark.parametrize("preset", ["offline_demo", "paper"])
+def test_default_sizes_calibrate_on_30_non_members_and_hold_the_common_draw(preset):
+    """The default experiment's PEARL: at least 30 non-members in all (15 per cross-fitting half), and members
+    enough to hold every client's common draw; what it costs is what ``work`` says."""
+    from fedmem.experiment_config import compose_dict
+
+    d = compose_dict([f"experiment={preset}"])
+    pearl, clients = build_method_config("pearl", d["audit"]["pearl"]), d["data"]["num_clients"]
+    assert "pearl" in d["audit"]["methods"]
+    assert pearl.nonmembers * clients >= 30
+    assert pearl.n >= d["audit"]["common_draw"] >= 30
+    assert PearlSensitivity.samples_needed(pearl) == {"train": pearl.n, "test": pearl.nonmembers}
+    generations = (pearl.n + pearl.nonmembers) * clients * len(pearl.intensities) * pearl.samples_per_intensity
+    assert PearlSensitivity.work(pearl, clients) == f"{generations} generations"
 
 
 def test_conf_file_matches_the_config_defaults():

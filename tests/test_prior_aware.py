@@ -27,7 +27,9 @@ from fedmem.audit.prior_aware import (
     public_generic_pairs,
     sample_prior_prefixes,
 )
+from fedmem.audit.training_context import TrainingFrame
 from fedmem.config import Decoding
+from fedmem.data.records import Record
 from fedmem.io import to_jsonable
 from fedmem.model.tiny import qwen2_model
 from fedmem.scoring import prior_logprobs, sequence_logprobs
@@ -70,10 +72,13 @@ def tokenizer():
 
 
 def make_run(tokenizer, samples: dict[int, list[AuditSample]], seed: int = 0) -> AuditRun:
-    """A run whose prompts are the bare prefixes (the test tokenizer has no chat template)."""
+    """A run whose prompts are the bare prefixes (the test tokenizer has no chat template), its records plain text:
+    a text trained on is the text and the EOS token, so the training context is the bare prefix too."""
     return AuditRun(
         train=samples, test={c: [] for c in samples}, train_sizes={c: len(v) for c, v in samples.items()},
         tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, prompt_header=(), seed=seed,
+        train_frame=TrainingFrame.of(tokenizer, Record(id="frame", user="text", assistant="", mem_text="text"),
+                                     plain=True),
     )
 
 
@@ -82,6 +87,9 @@ def sample_from_ids(tokenizer, client: int, idx: int, prefix, suffix, tags=None)
         id=f"c{client}/train/{idx}", client=client, split="train", prompt_ids=tuple(prefix),
         prefix_ids=tuple(prefix), suffix_ids=tuple(suffix), prefix_text=tokenizer.decode(list(prefix)),
         suffix_text=tokenizer.decode(list(suffix)), tags=dict(tags or {}),
+        # a plain text's training form: the same ids (it is tokenized from its start), so both contexts agree
+        train_context_ids=tuple(prefix), train_suffix_ids=tuple(suffix),
+        train_prefix_text=tokenizer.decode(list(prefix)),
     )
 
 

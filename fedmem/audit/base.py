@@ -28,6 +28,11 @@ class AuditSample:
     rest the suffix s (SPEC §3). ``prompt_ids`` is the context the audits continue p in: the chat template's header
     followed by p's own ids, the user turn left open (the bare prefix for plain text), ready to feed to
     ``generate``. ``full_prompt_ids`` is the whole instruction up to the assistant header, which utility answers.
+
+    ``train_context_ids`` and ``train_suffix_ids`` are the same prefix and suffix as the model saw them in training
+    (SPEC §6): literal slices of the record's trained ids, the context being everything up to and including the
+    prefix's tokens in that sequence (template and instruction included), ``train_prefix_text`` the characters those
+    tokens cover (``fedmem.audit.training_context``). Empty for a sample not built from a record.
     """
 
     id: str  # stable across rounds, e.g. "c0/train/17"
@@ -42,6 +47,20 @@ class AuditSample:
     label: str | None = None  # classification label, if any
     tags: dict[str, Any] = field(default_factory=dict)  # ground truth: {"canary": id, "copies": n, "generic": bool}
     full_prompt_ids: tuple[int, ...] = ()  # the whole user turn and the assistant header, for utility generation
+    train_context_ids: tuple[int, ...] = ()  # the trained ids up to the prefix's end
+    train_suffix_ids: tuple[int, ...] = ()  # the trained ids of the rest of the memorization text
+    train_prefix_text: str = ""  # the memorization text's characters the trained prefix tokens cover
+
+    def scored_in(self, context: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(context ids, suffix ids) to score the suffix in: ``train``, the training sequence up to the prefix's end
+        and the suffix as trained; ``prompt``, MR's prompt (``prompt_ids``) and ``suffix_ids``."""
+        if context == "prompt":
+            return self.prompt_ids, self.suffix_ids
+        return self.train_context_ids, self.train_suffix_ids
+
+    def prefix_text_in(self, context: str) -> str:
+        """The prefix's text as it stands at the end of ``scored_in(context)``'s context."""
+        return self.prefix_text if context == "prompt" else self.train_prefix_text
 
 
 @dataclass
@@ -60,6 +79,11 @@ class AuditRun:
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
     task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)
     public_texts: tuple[str, ...] = ()  # the data source's public corpus (the tiny base's pretraining text), if any
+    # client -> ids of its common draw, the ordinary train samples every method audits (fedmem.audit.samples)
+    common_draw: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # one train record's rendering around its memorization text (a fedmem.audit.training_context.TrainingFrame):
+    # other text in the training context, for Prior-Aware's generic calibration sequences; None without records
+    train_frame: Any = None
 
     def context(self, prefix_ids) -> tuple[int, ...]:
         """A prefix in the audits' prompt context (the open user turn), for text that is not an audited sample's
@@ -253,6 +277,19 @@ class AuditMethod:
         """Prepared samples per client this method audits, by split ("train", "test"): the auditor refuses a
         config whose pool (``audit.samples_per_client``, ``audit.test_per_client``) is smaller."""
         return {}
+
+    @classmethod
+    def audited_train(cls, cfg: Any, run: AuditRun) -> set[str] | None:
+        """The ids of the train samples this method gives verdicts on (``verdicts``), chosen from ``run`` as its
+        constructor chooses them; None for a method that decides nothing per train sample. The auditor refuses a
+        config under which a method leaves out part of the common draw (``fedmem.audit.samples.check_common_draw``)."""
+        return None
+
+    @classmethod
+    def min_suffix(cls, cfg: Any) -> int:
+        """The fewest suffix tokens a train sample needs for this method to score it: the common draw takes only
+        samples every enabled method can score."""
+        return 0
 
     @classmethod
     def work(cls, cfg: Any, clients: int) -> str:

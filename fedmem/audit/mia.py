@@ -2,9 +2,14 @@
 
 Members are each client's audited train samples, non-members the same clients' test samples (never trained on).
 Every sample is scored on its suffix s, cut to ``suffix_len`` tokens (fixed, as Prior-Aware's: every attack then
-compares suffixes of one length; a sample with a shorter suffix is skipped), given its prompt context, the chat
-template's open user turn holding the prefix (what every method scores). With L(s) = -(1/T) sum_t log p(s_t | p, s_<t),
-the mean token negative log-likelihood over the T suffix tokens, each attack as its paper defines it:
+compares suffixes of one length; a sample with a shorter suffix is skipped), given the context p the model was
+trained in (``context: train``, the default; SPEC §6): the record's training sequence, task template and instruction
+included, up to the end of the prefix, s being the tokens that followed there, so the text is scored as trained, as
+the attacks' references score it (``fedmem.audit.training_context``; a non-member is rendered as training would
+render it). ``context: prompt`` scores after MR's prompt instead, the prefix alone in the open user turn, which the
+model never saw in training. The samples are selected on the memorization text's own tokens in either context; the
+section records the context (``context``). With L(s) = -(1/T) sum_t log p(s_t | p, s_<t), the mean token negative
+log-likelihood over the T suffix tokens, each attack as its paper defines it:
 
 - ``loss`` (Yeom et al. 2018, "Privacy Risk in Machine Learning: Analyzing the Connection to Overfitting"): L(s);
   member when low.
@@ -60,6 +65,7 @@ import numpy as np
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
 from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
 from fedmem.audit.samples import draw
+from fedmem.audit.training_context import ScoringContext, check_training_forms
 from fedmem.config import check_fields, option, positive
 from fedmem.fmt import pct
 from fedmem.scoring import TokenStats, token_logprobs
@@ -78,8 +84,9 @@ BOOTSTRAP_STREAM = 3  # a generator stream of the seed, apart from other methods
 class MiaConfig:
     """audit.mia: membership-inference baselines (LOSS, zlib, Min-K%, Min-K%++, reference model)."""
 
-    n: int = option(32, "train samples (members) and test samples (non-members) per client; a sample whose suffix "
-                        "is shorter than suffix_len is skipped, and canaries are scored beside the draw")
+    n: int = option(32, "train samples (members) and test samples (non-members) per client (at least "
+                        "audit.common_draw: the draw holds the common draw); a sample whose suffix is shorter than "
+                        "suffix_len is skipped, and canaries are scored beside the draw")
     suffix_len: int = option(64, "suffix tokens scored after each prefix: fixed, so every attack compares suffixes "
                                  "of one length")
     k: float = option(20.0, "Min-K% and Min-K%++: the percentage of a suffix's lowest-scoring tokens averaged")
@@ -90,6 +97,10 @@ class MiaConfig:
                                          "against the ground truth")
     resamples: int = option(1000, "bootstrap resamples of the ROC AUC's 95% interval")
     seed: int | None = option(None, "seed of the bootstrap; null: the run's seed")
+    context: ScoringContext = option(
+        "train", "what each suffix is scored after: train (the training sequence up to the prefix's end, task "
+                 "template and instruction included: the text as trained) or prompt (MR's prompt: the prefix alone "
+                 "in the open user turn, never seen in training)")
 
     def __post_init__(self):
         check_fields(self, "audit.mia")
@@ -216,6 +227,14 @@ class MembershipInference(AuditMethod):
         return {"train": cfg.n, "test": cfg.n}
 
     @classmethod
+    def audited_train(cls, cfg: MiaConfig, run: AuditRun) -> set[str]:
+        return {s.id for c in run.clients for part in select(run.train[c], cfg.n, cfg.suffix_len)[:2] for s in part}
+
+    @classmethod
+    def min_suffix(cls, cfg: MiaConfig) -> int:
+        return cfg.suffix_len
+
+    @classmethod
     def work(cls, cfg: MiaConfig, clients: int) -> str:
         return (f"one teacher-forced pass over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the "
                 f"reference model's pass once per run")
@@ -239,7 +258,10 @@ class MembershipInference(AuditMethod):
         self.is_member = np.array([s.split == "train" for s in self.samples], dtype=bool)
         self.clients = np.array([s.client for s in self.samples])
         # fixed per run: the scored pairs and the compressed length of each suffix's text
-        self.pairs = [(tuple(s.prompt_ids), tuple(s.suffix_ids[: cfg.suffix_len])) for s in self.samples]
+        if cfg.context == "train":
+            check_training_forms(self.samples, "audit.mia.context")
+        self.pairs = [(tuple(p), tuple(sfx[: cfg.suffix_len])) for p, sfx in
+                      (s.scored_in(cfg.context) for s in self.samples)]
         self.compressed = [zlib_bytes(run.tokenizer.decode(list(sfx))) for _, sfx in self.pairs]
         self.tags = {s.id: s.tags for s in self.samples}
         self.seed = run.seed if cfg.seed is None else cfg.seed
@@ -348,6 +370,7 @@ class MembershipInference(AuditMethod):
                          **{f"{a}_tpr_at_{key}_fpr": f[f"tpr_at_{key}_fpr"] for key in FPRS}}
         section = {
             "config": {**asdict(cfg), "seed": self.seed},
+            "context": cfg.context,
             "headline": headline,
             "attacks": {a: {"label": LABELS[a], "member_when": "high" if ORIENTATION[a] > 0 else "low",
                             "defined": a != "ref" or defined, **pooled["attacks"][a]} for a in ATTACKS},

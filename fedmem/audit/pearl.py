@@ -4,8 +4,13 @@ Per audited sample x = (prefix p, reference y): perturb p at every intensity k, 
 ``samples_per_intensity`` outputs from the model on each perturbed prompt, score each output against y
 (1 − NCD or ROUGE-L F1), and turn the intensities x outputs table into gfd / falloff / expected_drop.
 
-The prompt is MR's (SPEC §3): p in the open user turn, so the model continues the client's text, and y is that
-text's true continuation, the suffix cut to the ``max_new_tokens`` an output can have.
+The prompt is the context the model was trained in (``context: train``, the default; SPEC §6): the record's
+training sequence, task template and instruction included, up to the end of p, with the perturbed p spliced in
+place of p (``fedmem.audit.prompt_splice``), so the model continues the client's text where it learned to; y is
+that text's true continuation as trained, the suffix cut to the ``max_new_tokens`` an output can have
+(``fedmem.audit.training_context``). ``context: prompt`` uses MR's prompt instead (SPEC §3): p alone in the open
+user turn, which the model never saw in training. The loss attack scores the suffix in the same context, and the
+section records it (``context``).
 Members are the audited train samples, non-members the same clients' test samples. The threshold alpha is
 calibrated per round on the non-members at a target FPR, and its FPR and TPR are reported cross-fitted: the
 non-members are split once per run into two halves (stratified by client), each half calibrates an alpha whose FPR
@@ -15,7 +20,7 @@ on all non-members, the best single threshold. A loss-threshold membership-infer
 is reported beside it (PEARL Table 4 shape), calibrated the same way.
 
 Cost: all (samples x intensities) prompts go through one batched ``ctx.generate`` call with
-``num_samples = samples_per_intensity``; ``n`` sets the samples per client and side.
+``num_samples = samples_per_intensity``; ``n`` sets the members and ``nonmembers`` the non-members per client.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from fedmem.audit.performance import performance
 from fedmem.audit.perturb import bitflip, change_shares, default_replacer, flip_count, sample_rng
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.samples import draw
+from fedmem.audit.training_context import ScoringContext, check_training_forms
 from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
 from fedmem.audit.truth import canary_group
 from fedmem.config import check_fields, option, option_factory, positive
@@ -51,6 +57,9 @@ SPLIT_STREAM, BOOTSTRAP_STREAM = 1, 2
 # What the per-intensity change figures count: bits or words changed by the perturbation, and the shares of the
 # prefix's characters and whitespace-split words that differ afterwards.
 CHANGES = ("changed", "char_change", "word_change")
+# With fewer non-members the section says that its FPR is coarse: it moves in steps of 1 / their number, and each
+# half's alpha is the largest or next-largest of a handful of scores.
+FEW_NONMEMBERS = 30
 
 
 @dataclass
@@ -58,9 +67,15 @@ class PearlConfig:
     """audit.pearl: PEARL perturbation sensitivity (SPEC §5)."""
 
     n: int = option(
-        2,
-        "samples audited per client and side (members = train, non-members = test). Cost: n x 2 x clients x "
-        "len(intensities) x samples_per_intensity generations of max_new_tokens",
+        30,
+        "members (train samples, canaries aside) audited per client: at least audit.common_draw, so the draw holds "
+        "the common draw. Cost: (n + nonmembers) x clients x len(intensities) x samples_per_intensity generations "
+        "of max_new_tokens; the defaults, 3 clients: 40 x 3 x 6 x 10 = 7,200 per audited round",
+    )
+    nonmembers: int = option(
+        10,
+        "non-members (test samples) per client: they calibrate alpha and, split in two halves, give the held-out "
+        "FPR; the default, 3 clients: 30 in all, 15 per half (fewer make the FPR coarse: steps of 1 / the total)",
     )
     intensities: list[float] = option_factory(
         [0, 1, 2, 3, 4, 5], "perturbation intensities k; must start at 0 (unperturbed)")
@@ -95,10 +110,15 @@ class PearlConfig:
     )
     synonym_senses: int = option(2, "synonym: synonyms come from this many leading WordNet senses of a word")
     hist_bins: int = option(20, "bins of the member / non-member score histograms")
+    context: ScoringContext = option(
+        "train", "the prompt whose prefix is perturbed and continued, and the loss attack's context: train (the "
+                 "training sequence up to the prefix's end, task template and instruction included) or prompt (MR's "
+                 "prompt: the prefix alone in the open user turn, never seen in training)")
 
     def __post_init__(self):
         check_fields(self, "audit.pearl")
-        positive(self, "audit.pearl", "n", "samples_per_intensity", "synonym_senses", "hist_bins", "max_new_tokens")
+        positive(self, "audit.pearl", "n", "nonmembers", "samples_per_intensity", "synonym_senses", "hist_bins",
+                 "max_new_tokens")
         ks = list(self.intensities)
         if len(ks) < 2 or ks[0] != 0 or any(b <= a for a, b in zip(ks, ks[1:])):
             raise ValueError(f"audit.pearl.intensities must start at 0 and increase strictly (>= 2 values), got {ks}")
@@ -126,7 +146,7 @@ class PearlSensitivity(AuditMethod):
     Config = PearlConfig
     compares_members = True  # calibrated on non-members, read on members
     title = "PEARL perturbation sensitivity"
-    size_keys = ("n", "perturbation", "score")
+    size_keys = ("n", "nonmembers", "perturbation", "score")
     figures = (
         Figure("tpr", "PEARL TPR", console=True),
         Figure("fpr", "PEARL FPR", memorization=None, console=True, sweep=None),
@@ -136,20 +156,32 @@ class PearlSensitivity(AuditMethod):
 
     @classmethod
     def samples_needed(cls, cfg: PearlConfig) -> dict[str, int]:
-        return {"train": cfg.n, "test": cfg.n}
+        return {"train": cfg.n, "test": cfg.nonmembers}
+
+    @classmethod
+    def audited_train(cls, cfg: PearlConfig, run: AuditRun) -> set[str]:
+        return {s.id for s in cls.draw_members(cfg, run)}
+
+    @staticmethod
+    def draw_members(cfg: PearlConfig, run: AuditRun) -> list[AuditSample]:
+        """The first n of each client's pool in its seeded order, canaries aside (the pool always holds them, and
+        members that are planted, repeated secrets would be compared with ordinary non-members)."""
+        return [s for c in run.clients for s in draw(run.train.get(c, []), cfg.n)[0]]
 
     def __init__(self, cfg: PearlConfig, run: AuditRun):
         super().__init__(cfg, run)
         self.metric = cfg.metric or getattr(run.task_config, "pearl_metric", None) or "ncd"
         # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
-        # members: the first n of the pool's seeded order, canaries aside (the pool always holds them, and members
-        # that are planted, repeated secrets would be compared with ordinary non-members)
-        self.members = [s for c in run.clients for s in draw(run.train.get(c, []), cfg.n)[0]]
-        self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.n]]
+        self.members = self.draw_members(cfg, run)
+        self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.nonmembers]]
         self.samples = self.members + self.nonmembers
-        # The prompt continues the client's text (the open user turn), so an output is scored against the text's
-        # true continuation, as long as an output can be.
-        self.references = [run.tokenizer.decode(list(s.suffix_ids[: cfg.max_new_tokens])) for s in self.samples]
+        self.context = cfg.context
+        if self.context == "train":
+            check_training_forms(self.samples, "audit.pearl.context")
+        # The prompt continues the client's text, so an output is scored against the text's true continuation (in
+        # the same context), as long as an output can be.
+        self.references = [run.tokenizer.decode(list(s.scored_in(self.context)[1][: cfg.max_new_tokens]))
+                           for s in self.samples]
         self.replacer = (
             default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
         )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
@@ -164,24 +196,26 @@ class PearlSensitivity(AuditMethod):
     def _perturb(self, sample: AuditSample, k: int) -> tuple[str, int]:
         """(perturbed prefix text, number of bits / words changed). Same generator seed for every k: nested."""
         rng = sample_rng(self.cfg.seed, sample.id)
+        prefix = sample.prefix_text_in(self.context)
         if self.cfg.perturbation == "bitflip":
-            return bitflip(sample.prefix_text, k, rng), flip_count(8 * len(sample.prefix_text.encode("utf-8")), k)
-        text, changed = self.replacer.replace(sample.prefix_text, int(k), rng)
+            return bitflip(prefix, k, rng), flip_count(8 * len(prefix.encode("utf-8")), k)
+        text, changed = self.replacer.replace(prefix, int(k), rng)
         return text, len(changed)
 
     def _perturbed_prompts(self):
         """(prompts, changes, roundtrip_exact): prompts[s][j] are the prompt ids of sample s at intensity j (j = 0:
-        the original prompt_ids); changes[name][s, j] is what intensity j changed in its prefix (``CHANGES``)."""
+        the sample's own context ids); changes[name][s, j] is what intensity j changed in its prefix (``CHANGES``)."""
         tok = self.run.tokenizer
         prompts, changes, exact = [], [], []
         for s in self.samples:
-            splice = splice_prompt(tok, s.prompt_ids, s.prefix_text, s.id)
+            prompt, prefix = s.scored_in(self.context)[0], s.prefix_text_in(self.context)
+            splice = splice_prompt(tok, prompt, prefix, s.id)
             exact.append(splice.roundtrip_exact)
-            row, row_changes = [tuple(s.prompt_ids)], [(0, 0.0, 0.0)]
+            row, row_changes = [tuple(prompt)], [(0, 0.0, 0.0)]
             for k in self.cfg.intensities[1:]:
                 text, changed = self._perturb(s, k)
                 row.append(splice.build(tok, text))
-                row_changes.append((changed, *change_shares(s.prefix_text, text)))
+                row_changes.append((changed, *change_shares(prefix, text)))
             prompts.append(row)
             changes.append(row_changes)
         table = np.array(changes, dtype=np.float64).reshape(len(self.samples), len(self.cfg.intensities), len(CHANGES))
@@ -190,7 +224,8 @@ class PearlSensitivity(AuditMethod):
     # -- the audit ----------------------------------------------------------------------------------------
     @classmethod
     def work(cls, cfg, clients: int) -> str:
-        return f"{cfg.n * 2 * clients * len(cfg.intensities) * cfg.samples_per_intensity} generations"
+        per_client = cfg.n + cfg.nonmembers
+        return f"{per_client * clients * len(cfg.intensities) * cfg.samples_per_intensity} generations"
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         cfg = self.cfg
@@ -212,10 +247,10 @@ class PearlSensitivity(AuditMethod):
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
         t2 = time.perf_counter()
 
-        # Loss attack: mean token NLL of the suffix given the prompt (the perplexity MIA, in log space).
-        pairs = [(tuple(s.prompt_ids), tuple(s.suffix_ids)) for s in self.samples]
+        # Loss attack: mean token NLL of the suffix given its context (the perplexity MIA, in log space).
+        pairs = [tuple(map(tuple, s.scored_in(self.context))) for s in self.samples]
         logp = ctx.logprobs(pairs) if pairs else np.zeros(0)
-        loss = np.array([-lp / max(1, len(s.suffix_ids)) for lp, s in zip(logp, self.samples)])
+        loss = np.array([-lp / max(1, len(sfx)) for lp, (_, sfx) in zip(logp, pairs)])
         t3 = time.perf_counter()
 
         section = self._report(ctx, tables, scores, loss)
@@ -279,6 +314,7 @@ class PearlSensitivity(AuditMethod):
         }
         section: dict[str, Any] = {
             "config": {**asdict(cfg), "metric": self.metric},
+            "context": self.context,
             "headline": {  # cross-fitted: FPR on held-out non-members, TPR at their thresholds
                 "tpr": held_out["tpr"],
                 "tpr_ci95": held_out["tpr_ci95"],
@@ -323,6 +359,11 @@ class PearlSensitivity(AuditMethod):
             ],
         }
         section["mia"].pop("flags")
+        calibrated_on = section["n_nonmembers"]
+        if 0 < calibrated_on < FEW_NONMEMBERS:
+            section["note"] = (f"Calibrated on {calibrated_on} non-members (fewer than {FEW_NONMEMBERS}): the held-out "
+                               f"FPR moves in steps of 1/{calibrated_on} and each half's alpha rests on a few scores; "
+                               "raise audit.pearl.nonmembers.")
         return section
 
     def _bootstrap_rng(self) -> np.random.Generator:
@@ -368,7 +409,7 @@ class PearlSensitivity(AuditMethod):
                                 self._bootstrap_rng())
         flags = score > t if t is not None else None
         out: dict[str, Any] = {
-            "attack": "loss: mean token NLL of the suffix given the prefix in the open user turn; "
+            "attack": f"loss: mean token NLL of the suffix given its context ({self.context} context); "
             "member when loss < loss_threshold",
             "fpr_target": cfg.fpr_target,
             "loss_threshold": -t if t is not None else None,

@@ -1,18 +1,23 @@
 """Prior-Aware (PA) memorization (SPEC §6; the Prior-Aware Memorization paper, Definitions 2 and 3).
 
 For each audited train pair (p, s) of a client, s being the first ``suffix_len`` tokens after the prefix (PA's
-thresholds are for fixed-length suffixes), and every prefix in the audits' prompt context (the chat template's
-header with the prefix in the open user turn, as MR prompts; SPEC §3 and §6):
+thresholds are for fixed-length suffixes), and every prefix in the context the model was trained in (``context:
+train``, the default; SPEC §6): the record's training sequence, task template and instruction included, up to the
+end of the prefix, and s the tokens that followed there, as the paper defines P(s|p) on the training sequence
+(``fedmem.audit.training_context``). ``context: prompt`` scores in MR's prompt instead (the chat template's header
+with the prefix in the open user turn; SPEC §3), which the model never saw in training. The samples are selected
+on the memorization text's own tokens in both contexts, so both audit the same samples. The section records the
+context (``context``).
 
 - P(s|p): teacher-forced, one forward pass per batch (``RoundContext.logprobs``).
 - P̂(s) = (1/c) Σ_i P(s | q_i), the paper's unbiased Monte-Carlo estimator of the prior P(s): the q_i are drawn
-  uniformly *with replacement* (i.i.d., as Definition 3 requires) from the prompts of ALL clients' audited
-  train samples (``run.train``), with a seed, once per run, so every round and every audited model sees the
-  same q_i. The mean is taken in probability space, computed in log space (logsumexp). With ``trials`` > 1,
-  ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its standard error
-  is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error is that of
-  the mean of the c samples (std / √c). All P(s|q_i) come from one call of ``RoundContext.prior_logprobs``
-  (prefix KV-cache reuse).
+  uniformly *with replacement* (i.i.d., as Definition 3 requires) from the contexts (in the chosen context) of
+  ALL clients' audited train samples (``run.train``), with a seed, once per run, so every round and every audited
+  model sees the same q_i. The mean is taken in probability space, computed in log space (logsumexp). With
+  ``trials`` > 1, ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its
+  standard error is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error
+  is that of the mean of the c samples (std / √c). All P(s|q_i) come from one call of
+  ``RoundContext.prior_logprobs`` (prefix KV-cache reuse).
   A deliberate difference from the paper: a suffix's *own* prefix p is left out of its P̂(s) (the draws equal
   to p are excluded from the means; each sample's P̂ uses the remaining ones). The paper draws its prefixes from
   a corpus of millions, where p is practically never drawn; from an audit pool of a few hundred prefixes it
@@ -21,7 +26,7 @@ header with the prefix in the open user turn, as MR prompts; SPEC §3 and §6):
 - m: 1e-2 for suffixes of up to 8 tokens, 1e-4 beyond (the paper's 4- and 50-token values), unless set.
 - n: unless set, calibrated for every audited model (every round) as the paper does (§4.4, App. B): the mean of
   P(s|p) / P̂(s) over generic, easy-to-predict sequences, with P̂(s) from the same q_i and every prefix in the same
-  prompt context. Each sequence is cut to the audited shape (its first ``prefix_len`` tokens and the next
+  context. Each sequence is cut to the audited shape (its first ``prefix_len`` tokens and the next
   ``suffix_len``; a sentence too short for both keeps an end suffix of the audited length), so that n is
   measured on pairs like the audited ones. Following the paper ("n is simply an average of P(s|p)/P(s)") the
   mean is taken in RATIO space, not over log ratios: log n = logsumexp_k(log ratio_k) − log K.
@@ -32,6 +37,14 @@ header with the prefix in the open user turn, as MR prompts; SPEC §3 and §6):
   times and the prefixes are general text. Under prefixes from one narrow domain (a medical record, a Bible
   passage) those sentences have a vanishing prior, and a mean in ratio space is its largest term: n becomes so
   large that no pair can pass. The section says so whenever even P(s|p) = 1 could not reach n.
+- In the training context a prior prefix q_i is another audited train sample's training context. Where the task's
+  instruction is the same for every record (summarization, dialog, classification, plain text), that is exactly
+  the audited sample's training context with its prefix replaced by another training prefix as training renders it,
+  the tokens at the seam included; where it varies (qa: the question), q_i brings its own, and P̂(s) is the prior
+  over the training contexts. A generic sequence is put in place of the memorization text in one train record's
+  training rendering (``run.train_frame``, the pool's first train record), so it follows the task's instruction
+  and is tokenized as training would tokenize it there; its context is that rendering up to its cut (a sentence
+  too short for the audited shape keeps all of its text before the suffix).
 - Rates are over a random draw of each client's pooled samples (``n`` per client, canaries aside); the planted
   canaries and boilerplate the draw missed are audited beside it for the ground truth only. The PA rate's
   interval adds, to Wilson's, the spread of the rate between the ``trials`` independent prior draws.
@@ -53,6 +66,7 @@ import numpy as np
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
 from fedmem.audit.intervals import Z95, rate
 from fedmem.audit.samples import draw
+from fedmem.audit.training_context import ScoringContext, TrainingFrame, check_training_forms
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.config import check_fields, option, positive
 
@@ -134,7 +148,8 @@ def default_generic(suffix_len: int) -> list[str]:
 
 @dataclass
 class PriorAwareConfig:
-    n: int = option(16, "train pairs audited per client (ground-truth-tagged ones first)")
+    n: int = option(30, "train pairs drawn per client, canaries aside (at least audit.common_draw: the draw holds "
+                        "the common draw); the planted samples the draw missed are audited beside it")
     suffix_len: int = option(64, "suffix tokens scored after each prefix (fixed: PA's thresholds are for a fixed "
                                  "length); a sample whose text has fewer after its prefix is not audited by PA")
     c: int = option(32, "prior prefixes q_i per trial for P̂(s) (the paper: 5,000 per trial, 5 trials)")
@@ -151,6 +166,10 @@ class PriorAwareConfig:
     generic_count: int = option(32, "public paragraphs used with generic_source=public")
     top: int = option(5, "top- and lowest-scoring examples shown in the report")
     seed: int | None = option(None, "seed of the prior prefixes; null: the run's seed")
+    context: ScoringContext = option(
+        "train", "where P(s|p), the prior's P(s|q_i) and the generic calibration pairs are scored: train (the training "
+                 "sequence up to the prefix's end, task template and instruction included, as the paper defines "
+                 "P(s|p)) or prompt (MR's prompt: the prefix alone in the open user turn, never seen in training)")
 
     def __post_init__(self):
         check_fields(self, "audit.pa")
@@ -254,11 +273,29 @@ def generic_pairs(tokenizer, texts: list[str], prefix_len: int, suffix_len: int
         ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
         if len(ids) < 2:
             raise ValueError(f"generic sentence {text!r} has fewer than 2 tokens: it cannot be split into p and s")
-        if len(ids) >= prefix_len + suffix_len:
-            pairs.append((ids[:prefix_len], ids[prefix_len : prefix_len + suffix_len]))
-            continue
-        cut = max(len(ids) - suffix_len, len(ids) // 2)
-        pairs.append((ids[max(0, cut - prefix_len) : cut], ids[cut:]))
+        start, cut, end = generic_cut(len(ids), prefix_len, suffix_len)
+        pairs.append((ids[start:cut], ids[cut:end]))
+    return pairs
+
+
+def generic_cut(n: int, prefix_len: int, suffix_len: int) -> tuple[int, int, int]:
+    """(prefix start, cut, suffix end) of a generic sequence of ``n`` tokens (see ``generic_pairs``)."""
+    if n >= prefix_len + suffix_len:
+        return 0, prefix_len, prefix_len + suffix_len
+    cut = max(n - suffix_len, n // 2)
+    return max(0, cut - prefix_len), cut, n
+
+
+def generic_in_training(tokenizer, frame: TrainingFrame, texts: list[str], prefix_len: int, suffix_len: int
+                        ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each generic text in the training context: put in place of a record's memorization text in its training
+    rendering (``frame``) and cut as ``generic_pairs`` cuts it, on its tokens there; the context is the rendering up
+    to the cut (literal slices of the ids training would give that record)."""
+    pairs = []
+    for text in texts:
+        ids, _, first, stop = frame.tokens(tokenizer, text)
+        _, cut, end = generic_cut(stop - first, prefix_len, suffix_len)
+        pairs.append((tuple(ids[: first + cut]), tuple(ids[first + cut : first + end])))
     return pairs
 
 
@@ -391,6 +428,14 @@ class PriorAwareMemorization(AuditMethod):
     def samples_needed(cls, cfg: PriorAwareConfig) -> dict[str, int]:
         return {"train": cfg.n}
 
+    @classmethod
+    def audited_train(cls, cfg: PriorAwareConfig, run: AuditRun) -> set[str]:
+        return {s.id for c in run.clients for s in select_audited(run.train[c], cfg.n, cfg.suffix_len)[0]}
+
+    @classmethod
+    def min_suffix(cls, cfg: PriorAwareConfig) -> int:
+        return cfg.suffix_len
+
     def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
         super().__init__(cfg, run)
         self.audited, self.drawn = [], []  # drawn[i]: audited sample i is part of the random draw (the rates)
@@ -399,15 +444,20 @@ class PriorAwareMemorization(AuditMethod):
             self.audited += samples
             self.drawn += [i < n_drawn for i in range(len(samples))]
         self.drawn = np.array(self.drawn, dtype=bool)
-        pool = [s.prompt_ids for c in run.clients for s in run.train[c] if s.prefix_ids]
+        self.context = cfg.context
+        if self.context == "train":
+            check_training_forms([s for c in run.clients for s in run.train[c]], "audit.pa.context")
+        # the prior's prefixes are the pool's contexts in the same context as the audited pairs
+        pool = [s.scored_in(self.context)[0] for c in run.clients for s in run.train[c] if s.prefix_ids]
         self.seed = run.seed if cfg.seed is None else cfg.seed
         idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
         self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
         self.pool_size = len(pool)
         # own_prefix[i, j]: prior draw i is audited sample j's own prefix (generic columns: never)
-        own = np.array([[q == smp.prompt_ids for smp in self.audited] for q in self.prior_prefixes], dtype=bool)
+        own = np.array([[q == smp.scored_in(self.context)[0] for smp in self.audited] for q in self.prior_prefixes],
+                       dtype=bool)
         self.m = cfg.m if cfg.m is not None else default_m(cfg.suffix_len)
-        # the generic set n is calibrated on: raw (prefix, suffix) token pairs, scored in the prompt context
+        # the generic set n is calibrated on: raw (prefix, suffix) token pairs, and the pairs scored (in the context)
         self.generic_source = cfg.generic_source
         if self.generic_source == "auto":
             self.generic_source = "public" if run.public_texts else "appendix_b"
@@ -425,7 +475,20 @@ class PriorAwareMemorization(AuditMethod):
             else:
                 self.generic_texts = default_generic(cfg.suffix_len)
                 self.generic = generic_pairs(run.tokenizer, self.generic_texts, run.prefix_len, cfg.suffix_len)
+        self.scored_generic = self._generic_in_context()
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
+
+    def _generic_in_context(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """The generic calibration pairs as scored: after the prompt header (prompt context), or put in the run's
+        training frame in place of a memorization text (train context; see the module docstring)."""
+        if self.context == "prompt":
+            return [(self.run.context(p), s) for p, s in self.generic]
+        if self.generic_texts and self.run.train_frame is None:
+            raise ValueError("audit.pa.context=train calibrates n on generic sequences put in a training record's "
+                             "rendering, and this run has no record to take it from: set audit.pa.n_ratio, or "
+                             "audit.pa.context=prompt")
+        return generic_in_training(self.run.tokenizer, self.run.train_frame, self.generic_texts, self.run.prefix_len,
+                                   self.cfg.suffix_len)
 
     @classmethod
     def work(cls, cfg: PriorAwareConfig, clients: int) -> str:
@@ -434,9 +497,9 @@ class PriorAwareMemorization(AuditMethod):
     # -- per round
     def audit(self, ctx: RoundContext) -> dict:
         cfg, samples = self.cfg, self.audited
-        pairs = [(s.prompt_ids, s.suffix_ids[: cfg.suffix_len]) for s in samples]
+        pairs = [(p, s[: cfg.suffix_len]) for p, s in (smp.scored_in(self.context) for smp in samples)]
         n_s = len(pairs)
-        generic = [(self.run.context(p), s) for p, s in self.generic]
+        generic = self.scored_generic
         log_p_all = ctx.logprobs(pairs + generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
         logq = ctx.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + generic])
@@ -472,8 +535,9 @@ class PriorAwareMemorization(AuditMethod):
                 "m": self.m, "n": math.exp(log_n) if log_n < 700 else None, "log10_n": _log10(log_n),
                 "n_source": "config" if cfg.n_ratio is not None else "calibrated",
                 "c": cfg.c, "trials": cfg.trials, "prior_pool": self.pool_size, "seed": self.seed,
-                "audited_per_client": cfg.n, "suffix_len": cfg.suffix_len,
+                "audited_per_client": cfg.n, "suffix_len": cfg.suffix_len, "context": self.context,
             },
+            "context": self.context,
             "calibration": calibration,
             "overall": overall,
             "per_client": per_client,
@@ -528,10 +592,11 @@ class PriorAwareMemorization(AuditMethod):
             "log10_n": _log10(log_n),
             "mean": "ratio space (the paper's average of P(s|p)/P̂(s))",
             "sequences": [
-                {"text": self._generic_text(t), "prefix_tokens": len(p), "suffix_tokens": len(s),
-                 "log10_p": _log10(lp), "log10_prior": _log10(lq), "log10_ratio": _log10(lr)}
-                for t, (p, s), lp, lq, lr in zip(
-                    self.generic_texts, self.generic, log_p_generic, est.log_phat[n_s:], log_ratio
+                {"text": self._generic_text(t), "prefix_tokens": len(p), "context_tokens": len(q),
+                 "suffix_tokens": len(s), "log10_p": _log10(lp), "log10_prior": _log10(lq),
+                 "log10_ratio": _log10(lr)}
+                for t, (p, _), (q, s), lp, lq, lr in zip(
+                    self.generic_texts, self.generic, self.scored_generic, log_p_generic, est.log_phat[n_s:], log_ratio
                 )
             ],
         }
@@ -545,9 +610,10 @@ class PriorAwareMemorization(AuditMethod):
 
     def _example(self, s: AuditSample, row: dict) -> dict:
         keys = ("id", "client", "log10_ratio", "log10_p", "log10_prior", "extractable", "pa_memorized", "tags")
+        suffix = s.scored_in(self.context)[1][: self.cfg.suffix_len]
         return {k: row[k] for k in keys} | {
-            "prefix": self.run.redact(s.prefix_text),
-            "suffix": self.run.redact(self.run.tokenizer.decode(list(s.suffix_ids[: self.cfg.suffix_len])))
+            "prefix": self.run.redact(s.prefix_text_in(self.context)),
+            "suffix": self.run.redact(self.run.tokenizer.decode(list(suffix)))
         }
 
     @staticmethod

@@ -1,8 +1,9 @@
 """Rebuild a chat prompt with a perturbed prefix, without knowing the task's template code.
 
-An audited sample carries ``prompt_ids`` (the chat template's header with the prefix in the open user turn) and
-``prefix_text``. PEARL must feed the model the *same* prompt with only the prefix text
-perturbed. The template is another module's business, so the prompt is split where the prefix sits:
+An audited sample carries its prompt ids ending with the prefix (its training context, template and instruction
+included, or MR's prompt: the chat template's header with the prefix in the open user turn) and the prefix's text.
+PEARL must feed the model the *same* prompt with only the prefix text perturbed. The template is another module's
+business, so the prompt is split where the prefix sits:
 
 1. decode the prompt (special tokens kept) and find the prefix text in it (its last occurrence: a system turn may
    come first);

@@ -5,7 +5,11 @@ texts shorter than ``prefix_len`` + 20 tokens are dropped, and the rest is drawn
 memorization text (SPEC §2) is tokenized; its first ``prefix_len`` tokens are the prefix and **all the rest** is
 the suffix. The same records give a client's prefixes and the suffixes in its index. On the synthetic source the
 planted canaries are always included, so every method can be scored against the planted truth; the rest is the
-seeded draw, in which boilerplate occurs at its natural rate.
+seeded draw, in which boilerplate occurs at its natural rate. Each client's common draw, the ordinary samples every
+method audits and the methods' agreement is measured on, comes right after the canaries (:func:`place_common_draw`).
+
+Each sample also carries its prefix and suffix as trained (SPEC §6): slices of its record's ids as training renders
+and tokenizes it (``fedmem.audit.training_context``), for the methods that score in the training context.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import random
 from dataclasses import replace
 
 from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.audit.training_context import TrainingFrame, has_offsets, with_training_form
 from fedmem.config import AuditConfig
 from fedmem.data import continuation_header, format_prompt
 
@@ -46,6 +51,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
     rng = random.Random(seed)
     header = header_ids(tokenizer, task.plain)
     min_tokens = audit.prefix_len + MIN_SUFFIX_TOKENS
+    frames: dict[str, TrainingFrame] = {}  # sample id -> its record's training frame
 
     def prepare(rec, client: int, split: str, idx: int) -> AuditSample | None:
         ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
@@ -53,6 +59,11 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
             return None
         sample = text_sample(tokenizer, ids, header, audit.prefix_len, client, split, idx,
                              tags={**dict(rec.tags), "record_id": rec.id})
+        # the sample as trained (SPEC §6); a tokenizer without character offsets cannot locate it in the trained ids
+        frame = TrainingFrame.of(tokenizer, rec, task.plain) if has_offsets(tokenizer) else None
+        if frame is not None:
+            frames[sample.id] = frame
+            sample = with_training_form(sample, frame.form(tokenizer, rec.mem_text, audit.prefix_len))
         if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
             return replace(sample, label=rec.label)
         # utility scores the answer to the whole instruction, as trained
@@ -99,6 +110,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         reveal_text=audit.reveal_text,
         task_config=task,
         public_texts=tuple(data.public_corpus),
+        train_frame=next((frames[s.id] for c in sorted(train) for s in train[c] if s.id in frames), None),
     )
 
 
@@ -126,3 +138,42 @@ def check_supply(run: AuditRun, needs: dict[str, dict[str, int]]) -> None:
                 if len(samples) < n:
                     raise ValueError(f"audit.{name} audits {n} {split} samples per client, but client {client} "
                                      f"supplies {len(samples)}: lower audit.{name}'s size")
+
+
+def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str = "") -> AuditRun:
+    """The pool with each client's common draw, the first ``n`` ordinary (non-canary) train samples of its seeded
+    order with at least ``min_suffix`` suffix tokens (what every enabled method can score), moved to just after the
+    canaries, its ids in ``run.common_draw``.
+
+    Why it is moved: a method's draw takes the first samples of the pool's order that it can score, so with the
+    common draw at the front any draw of at least ``n`` samples (MR's slice, after the canaries) holds it, whatever
+    suffix length the method asks for. A method that scores suffixes of ``min_suffix`` tokens draws exactly what it
+    drew before; one that scores shorter suffixes may now take a long-suffix sample in place of a short one.
+    ``suffix_owner`` names the method whose suffix sets ``min_suffix``, for the error when a client falls short."""
+    train, common = {}, {}
+    for client, samples in run.train.items():
+        chosen, _ = draw(samples, n, min_suffix)
+        if len(chosen) < n:
+            whose = f" ({suffix_owner}'s suffix)" if suffix_owner else ""
+            raise ValueError(f"audit.common_draw={n}, but client {client}'s pool holds only {len(chosen)} ordinary "
+                             f"train samples with {min_suffix} suffix tokens{whose}: lower audit.common_draw or raise "
+                             "audit.samples_per_client")
+        ids = {s.id for s in chosen}
+        canaries = [s for s in samples if "canary" in s.tags]
+        rest = [s for s in samples if "canary" not in s.tags and s.id not in ids]
+        train[client] = canaries + chosen + rest
+        common[client] = tuple(s.id for s in chosen)
+    return replace(run, train=train, common_draw=common)
+
+
+def check_common_draw(run: AuditRun, audited: dict[str, set[str]], sizes: dict[str, str]) -> None:
+    """Every method's audited train ids (``{method: ids}``, ``AuditMethod.audited_train``) against the common draw:
+    a method that leaves out part of a client's common draw is an error naming its size (``sizes[method]``, such as
+    ``audit.pa.n=16``)."""
+    for name, ids in audited.items():
+        for client, common in run.common_draw.items():
+            missing = [i for i in common if i not in ids]
+            if missing:
+                raise ValueError(f"audit.common_draw={len(common)}: every method audits each client's common draw, "
+                                 f"but {sizes[name]} leaves out {len(missing)} of client {client}'s: raise "
+                                 f"{sizes[name].partition('=')[0]} or lower audit.common_draw")
