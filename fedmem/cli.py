@@ -8,6 +8,7 @@
     fedmem resolve [overrides]    write the resolved config into a new run directory (its path is printed), for
                                   ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
+    fedmem data check [overrides] what the data gives MR before any training: its floor and its shared passages
     fedmem run -v|-vv [...]       (run and audit) more of Flower's log: INFO, DEBUG (without: its warnings only)
 
 The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
@@ -142,6 +143,14 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(cfg.run_dir) / "config.yaml"  # the run's own directory: a later resolve never overwrites it
         write_config(cfg, out)
         print(out.resolve())
+    elif cmd == "data" and rest[:1] == ["check"]:
+        from fedmem.runtime import data_check
+
+        try:
+            cfg = from_dict(compose_dict(rest[1:]))  # nothing is written: no run directory
+            print(data_check(cfg), flush=True)
+        except (ValueError, TypeError) as e:
+            _fail(str(e))
     elif cmd == "sweep-report":
         if not rest:
             _fail("sweep-report needs the sweep directory")

@@ -302,7 +302,14 @@ class AuditConfig:
     samples_per_client: int | Literal["all"] = option(
         600, "train samples per client prepared for auditing, fixed per run; all = every usable one")
     test_per_client: int | Literal["all"] = option(
-        32, "test samples per client prepared (non-members, utility); all = every usable one")
+        600, "test samples per client prepared (held-out prefixes of MR's control, non-members, utility); all = every "
+             "usable one")
+    common_draw: int = option(
+        30, "ordinary (non-canary) train samples per client that every enabled method audits: the first this many "
+            "of the pool's seeded order whose suffix is as long as the longest suffix a method scores. The agreement "
+            "matrix compares the methods on these only; each method's own draw must hold them (audit.pa.n, "
+            "audit.mia.n, audit.pearl.n at least this; audit.mr.n at least this plus the client's canaries); "
+            "0 = no agreement matrix")
     decoding: Decoding = section(Decoding, "decoding preset (conf/audit/decoding)")
     batch_size: int = option(64, "sequences per scoring (log-probability) batch")
     generation_batch_size: int | Literal["auto"] = option(
@@ -323,6 +330,8 @@ class AuditConfig:
             self.decoding = build_section(Decoding, self.decoding, "audit.decoding")
         check_fields(self, "audit")
         positive(self, "audit", "prefix_len", "batch_size")
+        if self.common_draw < 0:
+            raise ValueError(f"audit.common_draw must be >= 0, got {self.common_draw}")
         if self.generation_batch_size != "auto":
             positive(self, "audit", "generation_batch_size")
         for name in ("samples_per_client", "test_per_client"):

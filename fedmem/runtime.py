@@ -222,3 +222,43 @@ def run_centralized(cfg: ExperimentConfig, start_round: int = 0) -> Path:
         auditor.evaluate(epoch, adapter_state(model), {"centralized": metrics})
     auditor.finish()
     return auditor.run_dir
+
+
+def data_check(cfg: ExperimentConfig) -> str:
+    """What the data gives MR before any model is trained (``fedmem data check``): each client's sizes, the data's
+    own floor (the held-out texts' true continuations through MR's retrieval and detector, SPEC §3b) on all text and
+    on distinctive text, and the passages several clients (or the public share) hold. The audit pool and MR's
+    settings are the run's own."""
+    from fedmem.audit.mr import MemorizationRatio
+    from fedmem.fmt import pct_ci
+
+    data = federated_data(cfg)
+    run, configs = run_audit_pool(cfg)
+    mr_cfg = configs.get("mr") or method_configs(dataclasses.replace(
+        cfg, audit=dataclasses.replace(cfg.audit, methods=["mr"])))["mr"]
+    if not mr_cfg.heldout_size:
+        raise ValueError("audit.mr.heldout=0: the data's floor needs held-out texts")
+    mr = MemorizationRatio(mr_cfg, run)
+    try:
+        names = run.client_names
+        lines = [f"{len(run.clients)} clients (train/test records: "
+                 + ", ".join(f"{names[c]} {len(s.train)}/{len(s.test)}" for c, s in zip(run.clients, data.clients))
+                 + f"); public share {len(data.public_corpus)} texts",
+                 f"MR's floor: {mr_cfg.heldout_size} held-out texts per client, their true continuations matched as "
+                 f"generations against {mr_cfg.n} training suffixes per client (top {mr_cfg.top_k}, the detector)"]
+        for text, figures in (("all text", mr.floor["all"]), ("distinctive text", mr.floor["distinctive"])):
+            f = figures["any"]
+            row = [f"MR_Intra {pct_ci(f['intra'], f['intra_ci95'])}"]
+            if f["inter"] is not None:
+                row.append(f"MR_Inter {pct_ci(f['inter'], f['inter_ci95'])}")
+            row.append(f"MR_Total {pct_ci(f['total'], f['total_ci95'])}")
+            lines.append(f"  {text}: " + ", ".join(row))
+        held = mr.matcher.shared_suffixes()
+        lines.append("Indexed suffixes holding a passage that another client or the public share also holds: "
+                     + ", ".join(f"{names[c]} {held[c]}/{mr_cfg.n}" for c in run.clients))
+        for p in mr.matcher.shared_passages(10):
+            lines.append(f"  {p['suffixes']:>5} suffixes, clients {','.join(names[c] for c in p['clients'])}: "
+                         f"{run.redact(p['text'])[:100]}")
+        return "\n".join(lines)
+    finally:
+        mr.close()

@@ -195,6 +195,36 @@ def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
     assert 6 < min(len(v) for v in run.train.values()) <= 24
 
 
+def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compose):
+    """The pool the preflight builds (``audit_pool``) carries each client's common draw, and a method whose own draw
+    would leave part of it out is refused there, naming the method's size and audit.common_draw."""
+    from fedmem.auditor import audit_pool
+    from fedmem.runtime import base_model, federated_data
+
+    cfg = from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3", "audit.pearl.n=3",
+                            "audit.pa.n=2"))
+    _, tokenizer, _ = base_model(cfg)
+    data = federated_data(cfg)
+    with pytest.raises(ValueError, match=re.escape("audit.common_draw=3: every method audits each client's common "
+                                                   "draw, but audit.pa.n=2 leaves out 1 of client 0's: raise "
+                                                   "audit.pa.n or lower audit.common_draw")):
+        audit_pool(cfg, data, tokenizer)
+    with pytest.raises(ValueError, match=r"audit.common_draw=9, but client 0's pool holds only \d+ ordinary train "
+                                         r"samples with 16 suffix tokens \(audit.pa's suffix\)"):
+        audit_pool(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
+    run, _ = audit_pool(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
+                                          "audit.pearl.n=3")), data, tokenizer)
+    assert [len(ids) for ids in run.common_draw.values()] == [3, 3]
+
+
+def test_the_default_draws_hold_the_default_common_draw():
+    """PA, the attacks and PEARL draw from the pool's order with the common draw first, so a draw of at least
+    audit.common_draw holds it (MR's slice also holds the canaries: the pool's check covers it)."""
+    d = compose_dict([])
+    for name in ("pa", "mia", "pearl"):
+        assert d["audit"][name]["n"] >= d["audit"]["common_draw"] >= 30, name
+
+
 def test_resolve_writes_each_run_its_own_directory(tmp_path):
     """`fedmem resolve` (for `flwr run`): a new run directory every time, holding the config that names it."""
     outs = []

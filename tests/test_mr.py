@@ -23,11 +23,17 @@ def parts():
     return tok, tiny_model(tok), run
 
 
-def audit_with_generations(method, run, model, tok, texts, out_dir):
-    """Run the method with the round's generation pass pre-filled: prefix i "generates" ``texts[i]``."""
+UNRELATED = "Completely different words about weather and trains today."
+
+
+def audit_with_generations(method, run, model, tok, texts, out_dir, heldout_texts=None):
+    """Run the method with the round's generation pass pre-filled: training prefix i "generates" ``texts[i]``, the
+    control's held-out prefix i ``heldout_texts[i]`` (unrelated text unless given)."""
     prefixes = [s for c in run.clients for s in method.samples[c]]
+    held = [s for c in run.clients for s in method.heldout.get(c, [])]
+    texts = list(texts) + list(heldout_texts or [UNRELATED] * len(held))
     ctx = RoundContext(run=run, round=1, model=model, out_dir=str(out_dir))
-    key = (tuple(s.prompt_ids for s in prefixes), method.cfg.max_new_tokens, 1, run.decoding, run.seed + 1000)
+    key = (tuple(s.prompt_ids for s in prefixes + held), method.cfg.max_new_tokens, 1, run.decoding, run.seed + 1000)
     ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
     return method.audit(ctx)
 
@@ -37,7 +43,7 @@ def test_mr_exact_outcome(parts, tmp_path):
     method = MemorizationRatio(MRConfig(n=3), run)
     prefixes = [s for c in run.clients for s in run.train[c][:3]]
     target = run.train[0][1].suffix_text  # the suffix of client 0's second sample
-    texts = ["Completely different words about weather and trains today."] * len(prefixes)
+    texts = [UNRELATED] * len(prefixes)
     texts[0] = "Well, as I said: " + target + " And that was all."  # copies a client-0 suffix verbatim
     texts[4] = "the same thing " * 12  # incoherent: a 3-gram repeated >= 10 times
     sec = audit_with_generations(method, run, model, tok, texts, tmp_path)
@@ -57,6 +63,8 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert all(v >= 0 for v in stages.values())
     with gzip.open(tmp_path / "mr_records.jsonl.gz", "rt") as f:
         recs = [json.loads(line) for line in f]
+    assert [r["split"] for r in recs].count("test") == 2  # the control's held-out prefixes, one per client
+    recs = [r for r in recs if r["split"] == "train"]
     assert len(recs) == 5  # the incoherent generation is dropped
     hit = [r for r in recs if r["matches"]]
     assert len(hit) == 1 and hit[0]["prefix"] == prefixes[0].id
@@ -66,6 +74,13 @@ def test_mr_exact_outcome(parts, tmp_path):
     assert texts[0][g0:g1].split() == target[s0:s1].split() and s1 - s0 > len(target) // 2
     assert "generation" not in hit[0] and "suffix_text" not in match  # no text without audit.reveal_text
     assert sec["examples"] == []
+    # the control: the held-out prefixes generated unrelated text, so the excess is the paper's MR itself
+    control, h = sec["control"], sec["headline"]
+    assert control["heldout_n"] == [1, 1] and control["heldout"]["any"]["total"] == 0.0
+    assert h["excess_total"] == pytest.approx(1 / 6) and h["excess_intra"] == pytest.approx(w0 / 3)
+    assert h["excess_total_ci95"][0] < 1 / 6 < h["excess_total_ci95"][1]
+    assert h["excess_inter"] == 0.0 and h["heldout_total"] == 0.0
+    assert not match["shared"] and h["distinctive_excess_total"] == pytest.approx(1 / 6)
     pngs = view_for(method).render(sec, str(tmp_path))
     assert [f for _, f in pngs] == ["mr_heatmaps.png"] and (tmp_path / "mr_heatmaps.png").stat().st_size > 0
     md = view_for(method).markdown(sec)

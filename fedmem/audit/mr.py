@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, Figure, RoundContext, register
 from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
-from fedmem.audit.mr_stats import mr_figures
-from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client, query_terms, suffix_index
+from fedmem.audit.mr_stats import mr_figures, newcombe
+from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
+from fedmem.audit.suffix_match import Matches, SuffixMatcher, data_floor, mr_summary
 from fedmem.audit.truth import canary_group
 from fedmem.config import build_section, check_fields, option, positive, section
 from fedmem.generation import decoding_used, hit_cap
@@ -33,6 +34,9 @@ class MRConfig:
     drop_incoherent: bool = option(True, "drop generations repeating a 3-gram >= 10x")
     records: bool = option(True, "write per-prefix records to round_<r>/mr_records.jsonl.gz")
     examples_per_pair: int = option(2, "examples per category and client pair in the report (with audit.reveal_text)")
+    heldout: int | None = option(
+        None, "held-out prefixes per client (the test split) run through the same protocol as MR's control: the "
+              "excess of the training prefixes' MR over theirs is what memorization adds; None = n, 0 = no control")
 
     def __post_init__(self):
         if isinstance(self.index, dict):
@@ -41,12 +45,62 @@ class MRConfig:
             self.detector = build_section(DetectorConfig, self.detector, "audit.mr.detector")
         check_fields(self, "audit.mr")
         positive(self, "audit.mr", "n", "top_k", "max_new_tokens")
+        if self.heldout is not None and self.heldout < 0:
+            raise ValueError(f"audit.mr.heldout must be >= 0 or null, got {self.heldout}")
         if self.examples_per_pair < 0:
             raise ValueError(f"audit.mr.examples_per_pair must be >= 0, got {self.examples_per_pair}")
+
+    @property
+    def heldout_size(self) -> int:
+        """Held-out prefixes per client of the control (0: no control)."""
+        return self.n if self.heldout is None else self.heldout
 
 
 TOTAL_LABELS = {"verbatim": "Verbatim", "idea": "Idea", "paraphrase_high": "Paraphrase (p > 0.5)",
                 "paraphrase_low": "Paraphrase (p ≤ 0.5)"}  # the paper's names of the detector's categories
+
+
+SHARED_RULE = ("a hit is shared when more than half of the suffix characters it matched lie in verbatim runs of at "
+               "least 50 characters that another client's indexed suffixes or the public share also hold")
+
+
+def excess(train: dict, heldout: dict) -> dict:
+    """Per category and figure (intra, inter, total): training prefixes' MR minus held-out prefixes' MR, with
+    Newcombe's 95% interval for a difference of two independent rates (from each rate's Wilson interval)."""
+    out = {}
+    for cat, t in train.items():
+        h, row = heldout[cat], {}
+        for figure in ("intra", "inter", "total"):
+            ci_t, ci_h = t[f"{figure}_ci95"], h[f"{figure}_ci95"]
+            if t[figure] is None or h[figure] is None or ci_t is None or ci_h is None:
+                row[figure] = None
+                continue
+            lo, hi = newcombe(t[figure], ci_t, h[figure], ci_h)
+            row[figure] = {"diff": t[figure] - h[figure], "ci95": [max(-1.0, lo), min(1.0, hi)]}
+        out[cat] = row
+    return out
+
+
+@dataclass
+class Side:
+    """One set of audited prefixes (training or held-out) through the protocol: the prefixes whose generation was
+    kept, their generations and token ids, per client how many were dropped as incoherent, and what they matched."""
+
+    dropped: dict[int, int]
+    dropped_samples: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    gens: list[str] = field(default_factory=list)
+    outs: list[list[int]] = field(default_factory=list)
+    matches: Matches | None = None
+
+    @property
+    def prefix_clients(self) -> list[int]:
+        """Every audited prefix's client; dropped generations stay in the denominators (they induced nothing)."""
+        return [s.client for s in self.samples] + [c for c, n in self.dropped.items() for _ in range(n)]
+
+    def padded(self, hits: list[set[int]]) -> list[set[int]]:
+        """``hits`` of the kept prefixes, then an empty set for each dropped one (in :attr:`prefix_clients` order)."""
+        return hits + [set() for _ in range(sum(self.dropped.values()))]
 
 
 class Stopwatch:
@@ -68,13 +122,24 @@ class MemorizationRatio(AuditMethod):
     Config = MRConfig
     title = "Cross-client memorization ratio (MR)"
     size_keys = ("n", "top_k")
+    # The control's excess leads (what memorization adds over text the model never trained on); the paper's MR
+    # follows under its own names, then the held-out prefixes' MR and the data's floor it is measured against.
     figures = (
+        Figure("excess_intra", "MR_Intra excess", kind="difference", console=True, sweep="answer"),
+        Figure("excess_inter", "MR_Inter excess", kind="difference", console=True, sweep="answer"),
+        Figure("excess_total", "MR_Total excess", kind="difference", sweep="total"),
+        Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", sweep="answer"),
+        Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", sweep="answer"),
         Figure("intra", "MR_Intra", console=True, sweep="answer"),
         Figure("inter", "MR_Inter", console=True, sweep="answer"),
-        Figure("intra_minus_inter", "MR_Intra − MR_Inter", kind="difference", console=True, sweep="answer"),
+        Figure("intra_minus_inter", "MR_Intra − MR_Inter", kind="difference", sweep="answer"),
         Figure("total", "MR_Total", sweep="total"),
         *(Figure(f"{c}_total", TOTAL_LABELS[c], sweep="total") for c in ("verbatim", "idea", "paraphrase_high",
                                                                           "paraphrase_low")),
+        *(Figure(f"heldout_{f}", f"{label}, held-out prefixes", memorization=None, sweep=None)
+          for f, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total"))),
+        *(Figure(f"floor_{f}", f"{label}, the data's floor", memorization=None, sweep=None)
+          for f, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total"))),
     )
 
     @classmethod
@@ -84,18 +149,29 @@ class MemorizationRatio(AuditMethod):
 
     @classmethod
     def samples_needed(cls, cfg: MRConfig) -> dict[str, int]:
-        return {"train": cfg.n}
+        return {"train": cfg.n} | ({"test": cfg.heldout_size} if cfg.heldout_size else {})
+
+    @classmethod
+    def audited_train(cls, cfg: MRConfig, run: AuditRun) -> set[str]:
+        """The prefixes of ``self.samples``: the first n of each client's pool, canaries first."""
+        return {s.id for c in run.clients for s in run.train[c][: cfg.n]}
 
     def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
         super().__init__(cfg, run)
-        self.samples = {c: run.train[c][: cfg.n] for c in run.clients}
-        self.indexes = {c: suffix_index([s.suffix_text for s in self.samples[c]], cfg.index, name=f"c{c}")
-                        for c in run.clients}
+        self.samples = {c: run.train[c][: cfg.n] for c in run.clients}  # the ids audited_train names
+        self.heldout = {c: run.test[c][: cfg.heldout_size] for c in run.clients} if cfg.heldout_size else {}
         self.detector = detector or PlagiarismDetector(cfg.detector)
+        self.matcher = SuffixMatcher({c: [s.suffix_text for s in self.samples[c]] for c in run.clients},
+                                     self.detector, cfg.top_k, cfg.index)
         self.reference = self._reference()
         # canary id -> its unique secret parts (record and phone number; names come from a small pool)
         self.secret_parts = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
                              for k in run.ground_truth.get("canaries", [])}
+        # once per run, no model: which indexed text is shared, and the floor of the data itself (SPEC §3b)
+        self.matcher.find_shared(run.public_texts)
+        held = [s for c in run.clients for s in self.heldout.get(c, [])]
+        self.floor = data_floor(self.matcher, [s.client for s in held], [s.suffix_text for s in held],
+                                run.train_sizes) if held else None
 
     def _reference(self) -> dict[str, str]:
         """Which reference behaviour each component follows (written into every report)."""
@@ -110,8 +186,7 @@ class MemorizationRatio(AuditMethod):
                 "paraphrase_scorer": self.detector.scorer_name}
 
     def close(self) -> None:
-        for ix in self.indexes.values():
-            ix.close()
+        self.matcher.close()
 
     @classmethod
     def work(cls, cfg, clients: int) -> str:
@@ -119,52 +194,56 @@ class MemorizationRatio(AuditMethod):
         return f"{n} generations, {n * clients} index queries, up to {n * clients * cfg.top_k} detector pairs"
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
-        run, clients = self.run, self.run.clients
-        clock = Stopwatch()
-        prefixes = [s for c in clients for s in self.samples[c]]
-        cap = self.cfg.max_new_tokens
-        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in prefixes], cap)]
+        clients, clock = self.run.clients, Stopwatch()
+        train = [s for c in clients for s in self.samples[c]]
+        held = [s for c in clients for s in self.heldout.get(c, [])]
+        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in train + held], self.cfg.max_new_tokens)]
         gens = [ctx.decode(o) for o in outs]
         clock.lap("generation")
-        dropped = {c: 0 for c in clients}
-        keep, kept_outs = [], []
-        for s, g, o in zip(prefixes, gens, outs):
-            if self.cfg.drop_incoherent and is_incoherent(g):
-                dropped[s.client] += 1
-            else:
-                keep.append((s, g))
-                kept_outs.append(o)
+        sides = {"train": self._coherent(train, gens[: len(train)], outs[: len(train)]),
+                 "heldout": self._coherent(held, gens[len(train):], outs[len(train):])}
         clock.lap("incoherence")
-        # retrieval: every kept generation against every client's suffixes, each generation analysed once
-        terms = [query_terms(g) for _, g in keep]
-        retrieved = {}
-        with ctx.progress(len(clients), "mr retrieval") as bar:
-            for k in clients:
-                retrieved[k] = self.indexes[k].search_terms(terms, self.cfg.top_k)
-                bar.advance()
+        texts = [g for side in sides.values() for g in side.gens]
+        owners = self.matcher.retrieve(texts)
         clock.lap("retrieval")
-        pairs, owners = [], []
-        for i, (_, g) in enumerate(keep):
-            for k in clients:
-                for doc, _score in retrieved[k][i]:
-                    pairs.append((g, self.samples[k][doc].suffix_text))
-                    owners.append((i, k, doc))
         self.detector.reset_stats()
-        with ctx.progress(len(pairs), "mr detector") as bar:
-            detections = self.detector.detect_batch(pairs, progress=bar.advance) if pairs else []
+        detections = self.matcher.detect(self.matcher.pairs(texts, owners), ctx.progress, "mr detector")
         clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
         clock.lap("detector")
-        hits = {cat: [set() for _ in keep] for cat in (*CATEGORIES, "any")}
-        matched: list[list] = [[] for _ in keep]
-        for (i, k, doc), det in zip(owners, detections):
-            if det.category in CATEGORIES:
-                hits[det.category][i].add(k)
-                hits["any"][i].add(k)
-                matched[i].append((k, doc, det))
-        # dropped generations stay in the denominators: they are sampled prefixes that induced nothing
-        prefix_clients = [s.client for s, _ in keep] + [c for c in clients for _ in range(dropped[c])]
-        pad = [set() for _ in range(sum(dropped.values()))]
-        figures = {cat: mr_figures(prefix_clients, h + pad, run.train_sizes) for cat, h in hits.items()}
+        offset = 0
+        for side in sides.values():  # each side's texts, numbered from 0 again
+            mine = [((i - offset, k, doc), d) for (i, k, doc), d in zip(owners, detections)
+                    if offset <= i < offset + len(side.gens)]
+            side.matches = self.matcher.collect(len(side.gens), [o for o, _ in mine], [d for _, d in mine])
+            offset += len(side.gens)
+        section = self._paper_section(ctx, sides["train"], outs[: len(train)], len(owners))
+        if held:
+            section["control"] = self._control(sides)
+            section["headline"] |= self._control_headline(section["control"])
+        if self.cfg.records and ctx.out_dir:
+            self._write_records(ctx.out_dir, sides)
+        clock.lap("figures")
+        section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
+        return section
+
+    def _coherent(self, samples, gens: list[str], outs: list[list[int]]) -> Side:
+        """The prefixes whose generation passes the incoherence filter, and per client how many were dropped."""
+        side = Side(dropped={c: 0 for c in self.run.clients})
+        for s, g, o in zip(samples, gens, outs):
+            if self.cfg.drop_incoherent and is_incoherent(g):
+                side.dropped[s.client] += 1
+                side.dropped_samples.append(s)
+            else:
+                side.samples.append(s)
+                side.gens.append(g)
+                side.outs.append(o)
+        return side
+
+    def _paper_section(self, ctx: RoundContext, side: Side, outs: list[list[int]], pairs: int) -> dict[str, Any]:
+        """MR as the paper computes it (SPEC §3), from the training prefixes: the matrix, the aggregates per category
+        with their intervals, and what the run's ground truth says about the hits."""
+        run, hits = self.run, side.matches.hits
+        figures = {cat: mr_figures(side.prefix_clients, side.padded(h), run.train_sizes) for cat, h in hits.items()}
         any_, unc = figures["any"], figures["any"]["uncertainty"]
         headline = {"intra": any_["intra"], "intra_ci95": unc["intra"]["ci95"],
                     "inter": any_["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
@@ -175,7 +254,7 @@ class MemorizationRatio(AuditMethod):
         for c in CATEGORIES:
             headline |= {f"{c}_total": figures[c]["total"],
                          f"{c}_total_ci95": figures[c]["uncertainty"]["total"]["ci95"]}
-        section = {
+        return {
             "config": asdict(self.cfg),
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
             "setting": ctx.label,
@@ -191,20 +270,58 @@ class MemorizationRatio(AuditMethod):
             "uncertainty": {cat: f["uncertainty"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
-            "incoherent_dropped": [dropped[c] for c in clients],
+            "incoherent_dropped": [side.dropped[c] for c in run.clients],
             "generation": self._generation_stats(ctx, outs),
-            "pairs_checked": len(pairs),
-            "ground_truth": self._ground_truth(keep, hits),
-            "examples": self._examples(keep, matched),
+            "pairs_checked": pairs,
+            "ground_truth": self._ground_truth(side),
+            "examples": self._examples(side),
+            # every audited prefix, an incoherent generation's too: it induced nothing
             "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
-                        for i, (s, _) in enumerate(keep)],
+                        for i, s in enumerate(side.samples)]
+            + [{"id": s.id, "client": s.client, "hit_own": False, "hit_other": False, "tags": dict(s.tags),
+                "incoherent": True} for s in side.dropped_samples],
         }
-        if self.cfg.records and ctx.out_dir:
-            self._write_records(ctx.out_dir, keep, kept_outs, hits, matched)
-        clock.lap("figures")
-        section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
-        return section
+
+    def _control(self, sides: dict[str, Side]) -> dict[str, Any]:
+        """MR's control (SPEC §3b): the held-out prefixes' MR, the excess of the training prefixes' over it, the same
+        on distinctive text, the data's floor and the shared passages."""
+        sizes, train, held = self.run.train_sizes, sides["train"], sides["heldout"]
+
+        def summary(side: Side, hits) -> dict:
+            return mr_summary(side.prefix_clients, {cat: side.padded(h) for cat, h in hits.items()}, sizes)
+
+        figures = {"train": summary(train, train.matches.hits), "heldout": summary(held, held.matches.hits),
+                   "distinctive_train": summary(train, train.matches.distinctive),
+                   "distinctive_heldout": summary(held, held.matches.distinctive)}
+        passages = self.matcher.shared_passages()
+        return {
+            "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
+            "heldout_incoherent_dropped": [held.dropped[c] for c in self.run.clients],
+            "heldout": figures["heldout"],
+            "excess": excess(figures["train"], figures["heldout"]),
+            "distinctive": {"train": figures["distinctive_train"], "heldout": figures["distinctive_heldout"],
+                            "excess": excess(figures["distinctive_train"], figures["distinctive_heldout"])},
+            "floor": self.floor,
+            "shared": {"rule": SHARED_RULE, "suffixes_with_shared": [self.matcher.shared_suffixes()[c]
+                                                                     for c in self.run.clients],
+                       "passages": [p | {"text": self.run.redact(p["text"])} for p in passages]},
+        }
+
+    @staticmethod
+    def _control_headline(control: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for figure in ("intra", "inter", "total"):
+            e, d, h = control["excess"]["any"][figure], control["distinctive"]["excess"]["any"][figure], \
+                control["heldout"]["any"]
+            if e is not None:
+                out |= {f"excess_{figure}": e["diff"], f"excess_{figure}_ci95": e["ci95"],
+                        f"distinctive_excess_{figure}": d["diff"], f"distinctive_excess_{figure}_ci95": d["ci95"],
+                        f"heldout_{figure}": h[figure], f"heldout_{figure}_ci95": h[f"{figure}_ci95"]}
+            floor = (control.get("floor") or {}).get("all", {}).get("any", {})
+            if floor.get(figure) is not None:
+                out |= {f"floor_{figure}": floor[figure], f"floor_{figure}_ci95": floor[f"{figure}_ci95"]}
+        return out
 
     def _generation_stats(self, ctx: RoundContext, outs: list[list[int]]) -> dict:
         """How the generations ended (the model's end of turn, or the cap), their lengths, and the decoding values
@@ -218,7 +335,7 @@ class MemorizationRatio(AuditMethod):
                 "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
                 "decoding": decoding_used(ctx.model, self.run.decoding)}
 
-    def _ground_truth(self, keep, hits) -> dict:
+    def _ground_truth(self, side: Side) -> dict:
         """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category, and
         how many generations contain a unique part of the canary's secret (its record number or phone number).
 
@@ -227,7 +344,8 @@ class MemorizationRatio(AuditMethod):
         a leaked secret part cannot.
         """
         out: dict[str, Any] = {}
-        for i, (s, gen) in enumerate(keep):
+        hits, distinctive = side.matches.hits, side.matches.distinctive
+        for i, (s, gen) in enumerate(zip(side.samples, side.gens)):
             if "canary" in s.tags:
                 row = out.setdefault("canary_by_copies", {}).setdefault(
                     canary_group(s.tags), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0})
@@ -236,20 +354,21 @@ class MemorizationRatio(AuditMethod):
                 row["any"] += s.client in hits["any"][i]
                 row["secret_leaked"] += any(part in gen for part in self.secret_parts.get(s.tags["canary"], []))
             elif s.tags.get("generic"):
-                row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0})
+                row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0, "distinctive": 0})
                 row["n"] += 1
                 row["any"] += bool(hits["any"][i])
                 row["inter"] += bool(hits["any"][i] - {s.client})
+                row["distinctive"] += bool(distinctive["any"][i])
         return out
 
-    def _examples(self, keep, matched) -> list[dict]:
+    def _examples(self, side: Side) -> list[dict]:
         """Up to ``examples_per_pair`` detected pairs per category and (prefix client, suffix client), with their
         text: only with ``audit.reveal_text`` (a redacted example says nothing a reader can check)."""
         if not self.run.reveal_text or not self.cfg.examples_per_pair:
             return []
         out, taken = [], {}
-        for i, (s, gen) in enumerate(keep):
-            for k, doc, det in matched[i]:
+        for s, gen, matched in zip(side.samples, side.gens, side.matches.matched):
+            for k, doc, det in matched:
                 key = (det.category, s.client, k)
                 if taken.get(key, 0) < self.cfg.examples_per_pair:
                     taken[key] = taken.get(key, 0) + 1
@@ -260,28 +379,34 @@ class MemorizationRatio(AuditMethod):
         order = {c: n for n, c in enumerate(CATEGORIES)}
         return sorted(out, key=lambda e: (order[e["category"]], e["prefix_client"], e["suffix_client"]))
 
-    def _write_records(self, out_dir: str, keep, outs, hits, matched) -> None:
-        """One line per audited prefix: what it hit, with each match's aligned spans (character offsets
-        ``[generation start, end, suffix start, end]``), how its generation stopped (``end_of_turn`` or ``cap``) and
-        its length in tokens; with ``audit.reveal_text`` also the exact prompt text the model saw (special tokens
-        included), the prefix, the generation and every matched suffix, so a reader can see what the model produced
-        and what it matched."""
+    def _write_records(self, out_dir: str, sides: dict[str, Side]) -> None:
+        """One line per audited prefix (``split``: train, or test for the control's held-out prefixes): what it hit,
+        with each match's aligned spans (character offsets ``[generation start, end, suffix start, end]``) and
+        whether the matched text is shared, how its generation stopped (``end_of_turn`` or ``cap``) and its length in
+        tokens; with ``audit.reveal_text`` also the exact prompt text the model saw (special tokens included), the
+        prefix, the generation and every matched suffix, so a reader can see what the model produced and what it
+        matched."""
         reveal, tok, cap = self.run.reveal_text, self.run.tokenizer, self.cfg.max_new_tokens
 
         def match(k, doc, det) -> dict:
             suffix = self.samples[k][doc]
             row = {"suffix": suffix.id, "client": k, "category": det.category,
+                   "shared": self.matcher.is_shared(k, doc, det),
                    "spans": [[c.src_start, c.src_end, c.susp_start, c.susp_end] for c in det.cases]}
             return row | ({"suffix_text": suffix.suffix_text} if reveal else {})
 
-        atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"), (
-            {"prefix": s.id, "client": s.client, "stop": "cap" if hit_cap(o, cap) else "end_of_turn",
-             "generation_tokens": len(o),
-             **({"prompt_text": tok.decode(list(s.prompt_ids), skip_special_tokens=False),
-                 "prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
-             "matches": [match(*m) for m in matched[i]],
-             "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
-            for i, ((s, gen), o) in enumerate(zip(keep, outs))))
+        def rows(side: Side):
+            hits = side.matches.hits
+            for i, (s, gen, o) in enumerate(zip(side.samples, side.gens, side.outs)):
+                yield {"prefix": s.id, "client": s.client, "split": s.split,
+                       "stop": "cap" if hit_cap(o, cap) else "end_of_turn", "generation_tokens": len(o),
+                       **({"prompt_text": tok.decode(list(s.prompt_ids), skip_special_tokens=False),
+                           "prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
+                       "matches": [match(*m) for m in side.matches.matched[i]],
+                       "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
+
+        atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"),
+                              (row for side in sides.values() for row in rows(side)))
 
     def truth_rows(self, section: dict) -> list[dict]:
         """A planted canary counts as found when its generation hit its own client's text."""

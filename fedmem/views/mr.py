@@ -91,6 +91,51 @@ class MemorizationRatioView(View):
             lines.append(f"| {names.get(j, str(j))} | " + " | ".join(pct_ci(v, e) for v, e in zip(row, row_ci)) + " |")
         return lines
 
+    def _control_table(self, section: dict) -> list[str]:
+        """The control beside the paper's MR: training prefixes, held-out prefixes, the excess, the data's floor;
+        on all text and on distinctive text (any category)."""
+        control = section.get("control")
+        if not control:
+            return ["No held-out control ran (audit.mr.heldout=0): the figures below cannot tell memorized records "
+                    "from fluent text in the clients' style.", ""]
+        h, floor = section["headline"], control.get("floor") or {}
+        rows = []
+        for text, train, held, ex, fl in (
+                ("all text", {f: (h[f], h.get(f"{f}_ci95")) for f in ("intra", "inter", "total")},
+                 control["heldout"]["any"], control["excess"]["any"], (floor.get("all") or {}).get("any")),
+                ("distinctive text", None, control["distinctive"]["heldout"]["any"],
+                 control["distinctive"]["excess"]["any"], (floor.get("distinctive") or {}).get("any"))):
+            train = train or {f: (control["distinctive"]["train"]["any"][f],
+                                  control["distinctive"]["train"]["any"][f"{f}_ci95"]) for f in ("intra", "inter", "total")}
+            for f, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total")):
+                if train[f][0] is None:
+                    continue
+                e = ex[f] or {}
+                rows.append(f"| {label}, {text} | {pct_ci(*train[f])} | {pct_ci(held[f], held[f'{f}_ci95'])} | "
+                            f"{pts_ci(e.get('diff'), e.get('ci95'))} | "
+                            f"{pct_ci(fl[f], fl[f'{f}_ci95']) if fl else 'n/a'} |")
+        n_held = sum(control["heldout_n"])
+        return [f"MR's control: the same protocol from {n_held} held-out prefixes (texts the model never trained on) "
+                "against the same training-suffix indexes. The **excess** (training − held-out prefixes, Newcombe's "
+                "95% interval) is what memorization adds; the floor is the MR of the held-out texts' own true "
+                "continuations, which any writer of this data scores without memorizing a record. Distinctive text "
+                "leaves out hits on passages that other clients or the public share also hold.", "",
+                "| figure | training prefixes (the paper's MR) | held-out prefixes | excess | floor (data) |",
+                "|---|---|---|---|---|", *rows, ""]
+
+    def _shared_lines(self, section: dict) -> list[str]:
+        shared = (section.get("control") or {}).get("shared")
+        if not shared:
+            return []
+        names = self.run.client_names
+        held = ", ".join(f"{names.get(c, c)}: {n}" for c, n in zip(section["clients"], shared["suffixes_with_shared"]))
+        lines = ["", f"Shared text ({shared['rule']}). Indexed suffixes holding a shared passage: {held}."]
+        if shared["passages"]:
+            lines += ["", "| shared passage | suffixes holding it | clients |", "|---|---|---|"]
+            lines += [f"| {_cell_text(p['text'])} | {p['suffixes']} | "
+                      f"{', '.join(names.get(c, str(c)) for c in p['clients'])} |" for p in shared["passages"]]
+        return lines
+
     def markdown(self, section: dict) -> str:
         total = "MR_TotalCL" if section.get("setting") == "cl" else "MR_TotalFL"
         unc = section.get("uncertainty") or {}
@@ -98,8 +143,9 @@ class MemorizationRatioView(View):
         def cell(cat: str, figure: str) -> str:
             return pct_ci(section[figure][cat], (unc.get(cat, {}).get(figure) or {}).get("ci95"))
 
-        lines = ["MR(j→k), any category: the share of client j's sampled prefixes whose generation the detector "
-                 "matched to one of client k's suffixes (95% Wilson intervals in brackets).", "",
+        lines = [*self._control_table(section),
+                 "The paper's MR(j→k), any category: the share of client j's sampled prefixes whose generation the "
+                 "detector matched to one of client k's suffixes (95% Wilson intervals in brackets).", "",
                  *self._matrix_table(section), "",
                  f"| category | MR_Intra | MR_Inter | {total} |", "|---|---|---|---|",
                  *[f"| {cat} | {cell(cat, 'intra')} | {cell(cat, 'inter')} | {cell(cat, 'total')} |"
@@ -107,6 +153,7 @@ class MemorizationRatioView(View):
         d = (section.get("intra_minus_inter") or {}).get("any")
         if d:
             lines += ["", f"MR_Intra − MR_Inter (any): {pts_ci(d['diff'], d['ci95'])} (95% interval over prefixes)"]
+        lines += self._shared_lines(section)
         gt = section.get("ground_truth", {}).get("canary_by_copies")
         if gt:
             lines += ["", "Canaries by copies: prefixes whose generation hit their own client, and generations that "
@@ -140,6 +187,34 @@ class MemorizationRatioView(View):
                      f"match's aligned spans: [mr_records.jsonl.gz](mr_records.jsonl.gz).")
         return "\n".join(lines)
 
+    @staticmethod
+    def _excess_sentence(first: dict, last: dict) -> list[str]:
+        """The run page's answer from MR's control: the excess at the last round, and at the first."""
+        h, f = last["headline"], first["headline"]
+        if "excess_total" not in h:
+            return ["**Memorization ratio.** No held-out control ran: MR below cannot tell memorized records from "
+                    "fluent text in the clients' style.", ""]
+        lo = h["excess_total_ci95"][0] if h.get("excess_total_ci95") else None
+        verdict = ("generations from training prefixes match the training suffixes more often than generations from "
+                   "held-out prefixes do (the interval lies above 0): memorization beyond the data's style"
+                   if lo is not None and lo > 0 else
+                   "no excess over held-out prefixes is detectable at this sample size: what MR counts here, fluent "
+                   "text in the clients' style produces as well")
+        parts = [f"MR_Intra {pts_ci(h.get('excess_intra'), h.get('excess_intra_ci95'))}",
+                 *([f"MR_Inter {pts_ci(h['excess_inter'], h.get('excess_inter_ci95'))}"] if "excess_inter" in h else []),
+                 f"MR_Total {pts_ci(h['excess_total'], h.get('excess_total_ci95'))}"]
+        first_total = (f" (first audited round: MR_Total {pts_ci(f['excess_total'], f.get('excess_total_ci95'))})"
+                       if "excess_total" in f else "")
+        distinct = ""
+        if "distinctive_excess_intra" in h:
+            distinct = (f" On distinctive text: MR_Intra {pts_ci(h['distinctive_excess_intra'], h.get('distinctive_excess_intra_ci95'))}"
+                        + (f", MR_Inter {pts_ci(h['distinctive_excess_inter'], h.get('distinctive_excess_inter_ci95'))}"
+                           if "distinctive_excess_inter" in h else "") + ".")
+        floor = (f" The data's floor (held-out texts' true continuations): MR_Total "
+                 f"{pct_ci(h['floor_total'], h.get('floor_total_ci95'))}." if "floor_total" in h else "")
+        return [f"**Memorization ratio, excess over held-out prefixes.** {'; '.join(parts)}{first_total}: {verdict}."
+                f"{distinct}{floor}", ""]
+
     def summary(self, first: dict, last: dict) -> str:
         h = last["headline"]
         d = (last.get("intra_minus_inter") or {}).get("any")
@@ -155,7 +230,8 @@ class MemorizationRatioView(View):
             verdict = (f"no difference between intra- and cross-client memorization is detectable at this sample size "
                        f"(the difference's interval {pts_ci(d['diff'], d['ci95'])} contains 0)")
         total = "MR_TotalCL" if last.get("setting") == "cl" else "MR_TotalFL"
-        lines = [f"**Memorization ratio.** MR_Intra {pct_ci(h['intra'], h.get('intra_ci95'))} vs MR_Inter "
+        lines = [*self._excess_sentence(first, last),
+                 f"**The paper's memorization ratio.** MR_Intra {pct_ci(h['intra'], h.get('intra_ci95'))} vs MR_Inter "
                  f"{pct_ci(h.get('inter'), h.get('inter_ci95'))}: {verdict}. {total} "
                  f"{pct_ci(h['total'], h.get('total_ci95'))} (first audited round: "
                  f"{pct_ci(first['headline']['total'], first['headline'].get('total_ci95'))}).", "",

@@ -1,0 +1,187 @@
+"""MR's matching step as a reusable part: texts against every client's training-suffix index, then the detector.
+
+MR's protocol (SPEC §3, steps 3-5) takes a text (a generation), retrieves each client's top-n' suffixes by BM25 and
+types every (text, suffix) pair with the PAN2014 detector. :class:`SuffixMatcher` holds the indexes and the detector
+and runs that step for any list of texts, so the same step serves the paper's MR (generations from training
+prefixes), MR's control (generations from held-out prefixes) and two figures that need no model (SPEC §3b):
+
+- the data's **floor**: the held-out texts' own true continuations matched as if they were generations, the MR any
+  writer of this data scores without having memorized a record;
+- **shared passages**: each indexed suffix matched against the other clients' indexes and the public share; a
+  verbatim run of at least 50 characters found there is shared text (boilerplate), and a hit whose matched suffix
+  text lies mostly in shared passages is labelled shared, the rest distinctive.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fedmem.audit.detector import CATEGORIES, Detection, PlagiarismDetector
+from fedmem.audit.mr_stats import mr_figures
+from fedmem.audit.suffix_index import IndexConfig, query_terms, suffix_index
+
+# A hit is shared when more than this share of the suffix characters it matched lie in shared passages.
+SHARED_COVER = 0.5
+
+
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ``[start, end)`` spans merged, in order."""
+    out: list[list[int]] = []
+    for a, b in sorted(s for s in spans if s[1] > s[0]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def covered(spans: list[tuple[int, int]], within: list[tuple[int, int]]) -> int:
+    """Characters of the (merged) ``spans`` that lie inside the (merged) ``within``."""
+    return sum(max(0, min(b, d) - max(a, c)) for a, b in spans for c, d in within)
+
+
+@dataclass
+class Matches:
+    """What a list of texts matched: per category (and ``any``), for each text the set of clients hit; per text its
+    detections ``(client, suffix index, Detection)``; and the same hits counting distinctive text only."""
+
+    hits: dict[str, list[set[int]]]
+    matched: list[list[tuple[int, int, Detection]]]
+    distinctive: dict[str, list[set[int]]]
+    pairs: int = 0
+
+
+@dataclass
+class SuffixMatcher:
+    """Every client's training suffixes (``suffixes[k]``: client k's suffix texts), indexed once; ``match`` runs MR's
+    retrieval and detector on any texts against all of them."""
+
+    suffixes: dict[int, list[str]]
+    detector: PlagiarismDetector
+    top_k: int = 10
+    index_cfg: IndexConfig = field(default_factory=IndexConfig)
+    shared: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # (k, doc) -> shared spans
+
+    def __post_init__(self):
+        self.indexes = {k: suffix_index(texts, self.index_cfg, name=f"c{k}") for k, texts in self.suffixes.items()}
+
+    @property
+    def clients(self) -> list[int]:
+        return sorted(self.suffixes)
+
+    def close(self) -> None:
+        for ix in self.indexes.values():
+            ix.close()
+
+    def retrieve(self, texts: list[str], clients=None) -> list[tuple[int, int, int]]:
+        """(text number, client, suffix index) of every retrieved suffix: each text's top-k in each client's index."""
+        terms = [query_terms(t) for t in texts]  # each text analysed once, whatever the number of indexes
+        out = []
+        for k in clients if clients is not None else self.clients:
+            for i, found in enumerate(self.indexes[k].search_terms(terms, self.top_k)):
+                out += [(i, k, doc) for doc, _score in found]
+        return out
+
+    def detect(self, pairs: list[tuple[str, str]], bars=None, label: str = "detector") -> list[Detection]:
+        """The detector over ``pairs``, with a progress bar from ``bars(total, label)`` (``RoundContext.progress``)."""
+        if not pairs:
+            return []
+        if bars is None:
+            return self.detector.detect_batch(pairs)
+        with bars(len(pairs), label) as bar:
+            return self.detector.detect_batch(pairs, progress=bar.advance)
+
+    def match(self, texts: list[str], bars=None, label: str = "mr detector") -> Matches:
+        """Retrieval and detection for ``texts`` (progress shown through ``bars``, as in :meth:`detect`)."""
+        owners = self.retrieve(texts)
+        return self.collect(len(texts), owners, self.detect(self.pairs(texts, owners), bars, label))
+
+    def pairs(self, texts: list[str], owners: list[tuple[int, int, int]]) -> list[tuple[str, str]]:
+        """The detector's (text, retrieved suffix) pairs of :meth:`retrieve`'s result."""
+        return [(texts[i], self.suffixes[k][doc]) for i, k, doc in owners]
+
+    def collect(self, n_texts: int, owners: list[tuple[int, int, int]], detections: list[Detection]) -> Matches:
+        """The hits per category of ``n_texts`` texts from their retrieved suffixes' detections."""
+        hits = {cat: [set() for _ in range(n_texts)] for cat in (*CATEGORIES, "any")}
+        distinctive = {cat: [set() for _ in range(n_texts)] for cat in (*CATEGORIES, "any")}
+        matched: list[list] = [[] for _ in range(n_texts)]
+        for (i, k, doc), det in zip(owners, detections):
+            if det.category not in CATEGORIES:
+                continue
+            matched[i].append((k, doc, det))
+            for cat in (det.category, "any"):
+                hits[cat][i].add(k)
+                if not self.is_shared(k, doc, det):
+                    distinctive[cat][i].add(k)
+        return Matches(hits, matched, distinctive, len(owners))
+
+    def is_shared(self, k: int, doc: int, det: Detection) -> bool:
+        """Whether a hit on suffix ``doc`` of client ``k`` matched shared text: more than half of the suffix
+        characters its cases cover lie in that suffix's shared passages."""
+        spans = merge_spans([(c.susp_start, c.susp_end) for c in det.cases])
+        total = sum(b - a for a, b in spans)
+        return total > 0 and covered(spans, self.shared.get((k, doc), [])) > SHARED_COVER * total
+
+    def find_shared(self, public_texts: tuple[str, ...] = (), bars=None) -> None:
+        """Mark the shared passages of every indexed suffix: verbatim runs (at least the detector's verbatim length)
+        that another client's indexed suffixes, or the public share, also hold. Once per run."""
+        public = suffix_index(list(public_texts), self.index_cfg, name="public") if public_texts else None
+        try:
+            for k in self.clients:
+                texts = self.suffixes[k]
+                owners = self.retrieve(texts, [c for c in self.clients if c != k])
+                pairs = [(texts[i], self.suffixes[c][doc]) for i, c, doc in owners]
+                if public is not None:
+                    found = public.search_terms([query_terms(t) for t in texts], self.top_k)
+                    pub = [(i, doc) for i, hits in enumerate(found) for doc, _ in hits]
+                    owners += [(i, -1, doc) for i, doc in pub]
+                    pairs += [(texts[i], public_texts[doc]) for i, doc in pub]
+                spans: dict[int, list] = {}
+                for (i, _c, _doc), det in zip(owners, self.detect(pairs, bars, f"shared text, client {k}")):
+                    if det.category == "verbatim":  # the cases are the common word runs, on the query's side
+                        spans.setdefault(i, []).extend((c.src_start, c.src_end) for c in det.cases)
+                for i, s in spans.items():
+                    self.shared[(k, i)] = merge_spans(s)
+        finally:
+            if public is not None:
+                public.close()
+
+    def shared_passages(self, limit: int = 20) -> list[dict]:
+        """The shared passages, most frequent first: their text (whitespace normalised), how many indexed suffixes
+        hold them and of which clients."""
+        held: Counter = Counter()
+        clients: dict[str, set[int]] = {}
+        for (k, doc), spans in self.shared.items():
+            for a, b in spans:
+                text = " ".join(self.suffixes[k][doc][a:b].split())
+                held[text] += 1
+                clients.setdefault(text, set()).add(k)
+        return [{"text": t, "suffixes": n, "clients": sorted(clients[t])} for t, n in held.most_common(limit)]
+
+    def shared_suffixes(self) -> dict[int, int]:
+        """Per client, how many of its indexed suffixes hold a shared passage."""
+        out = {k: 0 for k in self.clients}
+        for (k, _doc), spans in self.shared.items():
+            out[k] += bool(spans)
+        return out
+
+
+def mr_summary(prefix_clients: list[int], hits: dict[str, list[set[int]]], sizes) -> dict:
+    """MR_Intra, MR_Inter, MR_Total with their 95% intervals, and the matrix, per category (SPEC §3's aggregates)."""
+    out = {}
+    for cat, h in hits.items():
+        f = mr_figures(prefix_clients, h, sizes)
+        unc = f["uncertainty"]
+        out[cat] = {"intra": f["intra"], "intra_ci95": unc["intra"]["ci95"],
+                    "inter": f["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
+                    "total": f["total"], "total_ci95": unc["total"]["ci95"], "matrix": f["matrix"], "n": f["n"]}
+    return out
+
+
+def data_floor(matcher: SuffixMatcher, clients: list[int], continuations: list[str], sizes, bars=None) -> dict:
+    """The data's own floor (SPEC §3b): ``continuations[i]`` (the true rest of a held-out text of ``clients[i]``)
+    matched as if it were a generation; MR's figures over them, on all text and on distinctive text."""
+    m = matcher.match(continuations, bars, "data floor")
+    return {"all": mr_summary(clients, m.hits, sizes), "distinctive": mr_summary(clients, m.distinctive, sizes),
+            "texts": len(continuations)}
