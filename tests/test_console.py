@@ -37,7 +37,10 @@ def test_a_round_line_holds_every_methods_headline(run):
     utility = audit["utility"]["headline"]
     assert f"ROUGE-L {pct_ci(utility['rouge_l'], utility['rouge_l_ci95'])}" in line
     assert f"MR_Intra {pct_ci(mr['intra'], mr['intra_ci95'])}  MR_Inter {pct_ci(mr['inter'], mr['inter_ci95'])}" in line
-    assert f"MR_Intra − MR_Inter {pts_ci(mr['intra_minus_inter'], mr['intra_minus_inter_ci95'])}" in line
+    # the control's excess leads, the paper's MR beside it
+    assert line.index("MR_Intra excess") < line.index(f"MR_Intra {pct_ci(mr['intra'], mr['intra_ci95'])}")
+    assert (f"MR_Intra excess {pts_ci(mr['excess_intra'], mr['excess_intra_ci95'])}  "
+            f"MR_Inter excess {pts_ci(mr['excess_inter'], mr['excess_inter_ci95'])}") in line
     assert f"PA-memorized {pa['pa_memorized']} of {pa['audited']}" in line
     assert f"PEARL TPR {pct_ci(pearl['tpr'], pearl['tpr_ci95'])}  PEARL FPR {pct_ci(pearl['fpr'], pearl['fpr_ci95'])}" in line
     assert re.search(r"  [\d.]+ s training \+ [\d.]+ s audit$", line), line
