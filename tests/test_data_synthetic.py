@@ -3,7 +3,9 @@ boilerplate sit where the audits need them, and the public corpus is disjoint fr
 
 import dataclasses
 import json
+import random
 import re
+import time
 from collections import Counter
 
 import pytest
@@ -12,7 +14,8 @@ from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_trut
 from fedmem.data.synthetic import check_ground_truth, vocab
 from tests.fixtures.bpe import bpe_tokenizer
 
-SMALL = dict(train_per_client=80, test_per_client=10, public_size=300, shared_canary_copies=[])  # own canaries only
+# own canaries only; a boilerplate share above the default's, so that every client holds every boilerplate
+SMALL = dict(train_per_client=80, test_per_client=10, public_size=300, shared_canary_copies=[], generic_fraction=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,8 @@ def test_canary_secret_lies_in_the_default_audit_suffix():
 def test_boilerplate_starts_after_the_default_audit_prefix():
     """Boilerplate starts after a 30-token prefix (tiny-preset-like tokenizer): a prefix that ended in its first
     words would make Prior-Aware memorization flag the shared text."""
-    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=60, test_per_client=5), seed=0)
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=60, test_per_client=5,
+                                                                generic_fraction=0.3), seed=0)
     tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
     closings = [b["text"] for b in full.ground_truth["boilerplate"]]
     starts = [len(tok(r.mem_text[: -len(t)])["input_ids"])
@@ -129,6 +133,20 @@ def test_public_corpus_is_disjoint_from_every_client_sample(fd):
         assert first in vocab.FIRST_NAMES and last in vocab.LAST_NAMES
 
 
+def test_public_corpus_speaks_the_clients_language():
+    """The public corpus is drawn like the clients' texts (and disjoint from them, above): at the default size
+    nearly every word of the clients' ordinary texts also occurs in it, so the tiny tokenizer and base model know
+    the vocabulary and a record is hard for the prior only for its particular combination of words."""
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(train_per_client=200, test_per_client=50), seed=0)
+
+    def words(texts):
+        return {w.lower() for t in texts for w in re.findall(r"[A-Za-z']+", t)}
+
+    client = words(r.mem_text for _, _, r in full.all_records() if not r.tags)
+    missing = client - words(full.public_corpus)
+    assert len(client) > 1000 and len(missing) <= 0.01 * len(client), sorted(missing)
+
+
 def test_samples_are_unique_and_look_like_their_specialty(fd):
     texts = Counter(r.mem_text for _, _, r in _records(fd) if "canary" not in r.tags)
     assert max(texts.values()) == 1
@@ -143,6 +161,65 @@ def test_samples_are_unique_and_look_like_their_specialty(fd):
             assert r.user.startswith("If you are a doctor, please answer the medical questions based on the "
                                      "patient's description. ")
     assert [c["name"] for c in fd.ground_truth["clients"]] == ["cardiology", "dermatology", "gastroenterology"]
+
+
+def test_default_sizes_boilerplate_share_and_speed():
+    """By default: 600 held-out records per client (MR's control draws 600 held-out prefixes), 5% of the ordinary
+    records end in boilerplate, and the whole source is drawn in seconds."""
+    data = DataConfig()
+    assert (data.train_per_client, data.test_per_client, data.generic_fraction) == (700, 600, 0.05)
+    start = time.perf_counter()
+    full = load_federated(TaskConfig(name="dialog"), data, seed=0)
+    assert time.perf_counter() - start < 30
+    n_ordinary = 700 - data.canary_copies_by_client()[0]
+    for split in full.clients:
+        assert len(split.test) == 600
+        assert sum(r.tags.get("generic", False) for r in split.train) == round(n_ordinary * 0.05)
+        assert sum(r.tags.get("generic", False) for r in split.test) == round(600 * 0.05)
+
+
+def _continuations(tok, texts: list[str], prefix_len: int = 30) -> list[str]:
+    """Each text's true continuation after its first ``prefix_len`` tokens, as the audit splits it."""
+    return [tok.decode(tok(t, add_special_tokens=False)["input_ids"][prefix_len:]) for t in texts]
+
+
+def test_a_fresh_ordinary_text_rarely_matches_the_training_suffixes():
+    """The data floor, no model involved: a held-out record's true continuation after a 30-token prefix (tokenizer
+    as the tiny preset's), put through MR's retrieval (top 10 of 600 training suffixes per client) and detector as
+    if a model had generated it, matches its own client at most 5% and another client at most 1% of the time for an
+    ordinary record; a boilerplate record matches every client (it is tagged generic). So an ordinary record is
+    distinctive: a model that reproduces it has memorized it."""
+    from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector
+    from fedmem.audit.suffix_index import query_terms, suffix_index
+
+    full = load_federated(TaskConfig(name="dialog"), DataConfig(test_per_client=100), seed=1)
+    tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)
+    canaries = {k["mem_text"] for k in full.ground_truth["canaries"]}
+    suffixes = {}
+    for c, split in enumerate(full.clients):  # drawn as the audit draws them: canaries, then a seeded shuffle
+        texts = list(dict.fromkeys(r.mem_text for r in split.train))
+        rest = [t for t in texts if t not in canaries]
+        random.Random(c).shuffle(rest)
+        suffixes[c] = _continuations(tok, ([t for t in texts if t in canaries] + rest)[:600])
+    held = [(c, r) for c, split in enumerate(full.clients) for r in split.test]
+    continuations = _continuations(tok, [r.mem_text for _, r in held])
+    terms = [query_terms(t) for t in continuations]
+    pairs, owners = [], []
+    for k, sfx in suffixes.items():
+        for i, found in enumerate(suffix_index(sfx).search_terms(terms, 10)):
+            pairs += [(continuations[i], sfx[doc]) for doc, _ in found]
+            owners += [(i, k)] * len(found)
+    hits = [set() for _ in held]
+    for (i, k), det in zip(owners, PlagiarismDetector(DetectorConfig()).detect_batch(pairs)):
+        if det.category in CATEGORIES:
+            hits[i].add(k)
+    ordinary = [(c, hit) for (c, r), hit in zip(held, hits) if not r.tags]
+    generic = [hit for (_, r), hit in zip(held, hits) if r.tags.get("generic")]
+    assert len(ordinary) >= 280 and len(generic) >= 12
+    own = sum(c in hit for c, hit in ordinary) / len(ordinary)
+    other = sum(len(hit - {c}) for c, hit in ordinary) / (2 * len(ordinary))
+    assert own <= 0.05 and other <= 0.01, (own, other)
+    assert all(hit == {0, 1, 2} for hit in generic)
 
 
 def test_same_seed_same_data_other_seed_other_data():

@@ -19,6 +19,9 @@ SPECIALTY_NAMES = ("cardiology", "dermatology", "gastroenterology", "neurology",
 class SyntheticConfig(DataSourceConfig):
     """How many dialogs, from which specialties, and what ground truth to plant."""
 
+    # held-out records: MR's control draws 600 held-out prefixes per client (one per audited training prefix)
+    test_per_client: int = option(600, "test samples per client (held-out records; MR's control and the data floor "
+                                       "draw from them)")
     specialties: list[str] = option_factory(
         list(SPECIALTY_NAMES), "client j's clinical specialty is specialties[j] (cycled if fewer)")
     canary_copies: list[int] = option_factory([1, 2, 4, 8, 16], "the copy counts; each gets its own canaries")
@@ -29,7 +32,9 @@ class SyntheticConfig(DataSourceConfig):
         "with updates that never saw it, but every holder's update pushes a shared one"
     )
     canary_clients: list[int] | None = option(None, "the clients that receive canaries (None = all)")
-    generic_fraction: float = option(0.2, "share of ordinary samples ending in shared boilerplate")
+    generic_fraction: float = option(
+        0.05, "share of ordinary samples ending in shared boilerplate (a few percent: most patients write their own "
+        "closing, few paste a stock paragraph)")
     num_boilerplates: int = option(4, "how many boilerplate closings the clients share")
     public_size: int = option(2000, "public-corpus paragraphs (tiny tokenizer and base-model prior)")
     public_generic_fraction: float = option(0.3, "share of public paragraphs ending in boilerplate")

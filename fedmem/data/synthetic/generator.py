@@ -4,20 +4,29 @@ What it plants, and why:
 
 - **Client domains.** Client j's patients come from ``data.specialties[j]`` (cardiology, dermatology,
   gastroenterology, ... cycled when there are more clients), so intra-client text is more alike than
-  inter-client text. With ``task.partition`` iid or dirichlet the specialty pools are pooled and re-split
-  (Dirichlet over the specialty), for non-natural baselines.
-- **Unique per-sample details.** Every patient text mixes a specialty's sentence templates with unique fillers
-  (age, town, job, doses, readings); no memorization text occurs twice (canary copies aside) and none occurs in
-  the public corpus. The doctor's answer quotes one detail sentence of the patient's second half verbatim.
+  inter-client text: in topic and vocabulary (each specialty's symptoms, body sites, triggers, medicines, tests,
+  readings, family conditions and worries), not in shared sentences. With ``task.partition`` iid or dirichlet the
+  specialty pools are pooled and re-split (Dirichlet over the specialty), for non-natural baselines.
+- **Distinctive ordinary records.** An ordinary patient text is an opening (greeting, age, job, town, the main
+  symptom and since when) and two long sentences telling four facets of one story (onset, character, triggers,
+  medicine, tests, family history, habits, routine, work, associated complaints, impact, worries, visits), from
+  the grammar in :mod:`story`: frames of few fixed words around many independent slots, each drawn from a list of
+  its own, with dates, doses and readings of the patient's own. Two records rarely share a third of a sentence's
+  words or a 50-character run of words, so a fresh text of the same generator does not match a client's training
+  suffixes under MR's retrieval and detector: a model that reproduces a record has memorized it, not learned a
+  template. No memorization text occurs twice (canary copies aside) and none occurs in the public corpus. The
+  doctor's answer quotes the patient's last sentence verbatim.
 - **Generic boilerplate.** ``num_boilerplates`` closing paragraphs are shared by all clients: a fraction
   ``generic_fraction`` of the samples (train and test, every client, boilerplates assigned round-robin) is a
-  varied opening of at least 24 words (so the boilerplate starts after the 30-token audit prefix) followed by
-  one of them. The public corpus contains them too, after many other openings, so a base model already
-  predicts them whatever the prefix: extractable, not Prior-Aware memorized.
+  varied opening of at least 26 words (so the boilerplate starts after the 30-token audit prefix) followed by
+  one of them. The default share is 5%: in real patient questions a pasted stock paragraph is the exception
+  (most write their own closing), yet 5% still puts about 30 boilerplate records in a client's 600 audited
+  suffixes. The public corpus contains them too, after many other openings, so a base model already predicts them
+  whatever the prefix: extractable, not Prior-Aware memorized. Such a record matches every client by design.
   Tag: ``{"generic": True, "boilerplate": "bp<k>"}``.
 - **Canaries.** For every copy count in ``canary_copies`` and every canary client, ``canaries_per_count``
   canaries. A canary is a note of about 78 words: ~26 words of canary-specific context (date, clinic, town,
-  symptom: 30-40 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
+  symptom: 30-45 tokens of the default tiny tokenizer, so a 30-token prefix is canary-specific), then the
   secret sentence (name, record number, phone; it ends before token 94 = prefix 30 + suffix 64), then a
   closing. All copies are identical and go into that client's train split only, in place of ordinary
   samples (|D_j| stays ``train_per_client``); the doctor's answer repeats the secret. Tag:
@@ -25,9 +34,11 @@ What it plants, and why:
 - **Shared canaries.** One canary per count in ``shared_canary_copies``, its copies dealt round-robin over the
   canary clients (the same record held by several clients). Under FedAvg a client's own canary is averaged with
   updates that never saw it; a shared one is pushed by every holder. Tag: ``{..., "shared": True}``.
-- **Public corpus.** ``public_size`` paragraphs (patient text + doctor answer; some ending in boilerplate,
-  some intake notes in the canary format with public names and numbers) from a separate random stream: never
-  a canary, never a client sample. It trains the tiny tokenizer and gives the tiny base model its prior.
+- **Public corpus.** ``public_size`` paragraphs (patient text + doctor answer, drawn as the clients' ordinary and
+  boilerplate records are; some intake notes in the canary format with public names and numbers) from a separate
+  random stream: never a canary, never a client sample. It trains the tiny tokenizer and gives the tiny base
+  model its prior, so the clients' vocabulary is known to both and a record costs the prior only its particular
+  combination of words.
 
 Everything is a function of the seed and the config. ``ground_truth`` lists every client's record ids, every
 canary (clients, copies, secret, record ids and their clients) and every boilerplate (text, record ids);

@@ -1,5 +1,6 @@
 """Text generators of the synthetic source: ordinary and generic patient texts, doctor answers, canaries, and
-public paragraphs. Pure functions of a ``random.Random``; the word lists live in :mod:`vocab`."""
+public paragraphs. Pure functions of a ``random.Random``; the word lists live in :mod:`vocab`, the grammar of an
+ordinary patient text in :mod:`story`."""
 
 from __future__ import annotations
 
@@ -7,44 +8,9 @@ import random
 from dataclasses import dataclass
 
 from fedmem.data.synthetic import vocab
+from fedmem.data.synthetic.story import Story
 
-# {value} means something different in each specialty (cholesterol, hand washes, liver value, B12, oxygen %).
-VALUE_RANGES = {
-    "cardiology": (170, 290),
-    "dermatology": (10, 40),
-    "gastroenterology": (45, 130),
-    "neurology": (140, 320),
-    "pulmonology": (88, 97),
-}
-DOSES = [5, 10, 20, 25, 40, 50, 100, 200, 250, 500]
-
-
-def fill(rng: random.Random, template: str, specialty: str, **given) -> str:
-    """``template`` with every placeholder drawn from the specialty's lists (``given`` overrides draws)."""
-    spec = vocab.SPECIALTIES[specialty]
-    lo, hi = VALUE_RANGES[specialty]
-    values = {
-        "symptom": rng.choice(spec["symptoms"]),
-        "med": rng.choice(spec["meds"]),
-        "town": rng.choice(vocab.TOWNS),
-        "job": rng.choice(vocab.JOBS),
-        "pet": rng.choice(vocab.PETS),
-        "place": rng.choice(vocab.PLACES),
-        "rel": rng.choice(vocab.RELATIONS),
-        "weekday": rng.choice(vocab.WEEKDAYS),
-        "dur": rng.choice(vocab.DURATIONS),
-        "sex": rng.choice(["male", "female"]),
-        "age": rng.randint(18, 85),
-        "age2": rng.randint(40, 85),
-        "n": rng.randint(2, 9),
-        "dose": rng.choice(DOSES),
-        "bp": f"{rng.randint(118, 182)}/{rng.randint(72, 112)}",
-        "value": rng.randint(lo, hi),
-        "pulse": rng.randint(52, 112),
-        "specialty": specialty,
-    }
-    values.update(given)
-    return template.format(**values)
+DETAILS_PER_TEXT = 2  # detail sentences after the opening, each telling two facets of the story
 
 
 def doctor_answer(rng: random.Random, specialty: str, quote: str | None) -> str:
@@ -61,31 +27,32 @@ def doctor_answer(rng: random.Random, specialty: str, quote: str | None) -> str:
 
 
 def ordinary_dialog(rng: random.Random, specialty: str) -> tuple[str, str]:
-    """(patient, doctor): an opening and three detail sentences with unique fillers (about 60 words).
+    """(patient, doctor): an opening and two detail sentences about four different facets of one story.
 
     The doctor quotes the last detail: it lies in the audited suffix region, not in the prompt prefix.
     """
-    spec = vocab.SPECIALTIES[specialty]
-    same = {"symptom": rng.choice(spec["symptoms"]), "job": rng.choice(vocab.JOBS)}  # one person, one story
-    opening = fill(rng, rng.choice(vocab.OPENINGS), specialty, **same)
-    details = [fill(rng, t, specialty, **same) for t in rng.sample(spec["details"], 3)]
+    story = Story(rng, specialty)
+    opening = story.opening()
+    details = story.details(DETAILS_PER_TEXT)
     patient = " ".join([opening, *details])
     return patient, doctor_answer(rng, specialty, details[-1])
 
 
 # Boilerplate must start after the audited prefix (30 tokens by default): a prefix ending in its first
 # words ("... Is this something") predicts the rest as no random prefix does, and Prior-Aware memorization then
-# rightly flags it. The tiny tokenizer spends several tokens more than an opening has words, so 24 words put the
-# boilerplate past a 30-token prefix. Other tokenizers and longer prefixes differ; the PA report's generic row shows it.
-MIN_OPENING_WORDS = 24
+# rightly flags it. The tiny tokenizer spends about one and a half tokens per word of an opening, fewer on its
+# commonest words, so 26 words put the boilerplate past a 30-token prefix with a few tokens to spare. Other
+# tokenizers and longer prefixes differ; the PA report's generic row shows it.
+MIN_OPENING_WORDS = 26
 
 
 def generic_dialog(rng: random.Random, specialty: str, boilerplate: str) -> tuple[str, str]:
-    """(patient, doctor): a varied opening (24-30 words) followed by a shared boilerplate closing, so the
+    """(patient, doctor): a varied opening of at least 26 words followed by a shared boilerplate closing, so the
     boilerplate follows many different prefixes and fills most of the audited suffix."""
-    opening = ""
-    while len(opening.split()) < MIN_OPENING_WORDS:
-        opening = fill(rng, rng.choice(vocab.OPENINGS), specialty)
+    story = Story(rng, specialty)
+    opening = story.opening()
+    while len(opening.split()) < MIN_OPENING_WORDS:  # drawn again: most openings are long enough
+        opening = story.opening()
     return f"{opening} {boilerplate}", doctor_answer(rng, specialty, opening)  # the quote makes the answer unique
 
 
