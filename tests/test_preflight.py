@@ -92,8 +92,8 @@ def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
     summary = preflight(from_dict(d))
     assert "2 clients (train/test: cardiology 24/6, dermatology 24/6)" in summary
     assert "1 rounds of fedavg" in summary and "(2 rounds audited)" in summary
-    # audit.mr.n=6 prefixes x 2 clients, each queried against both clients' indexes, top 10 each
-    assert "mr: 12 generations, 24 index queries, up to 240 detector pairs" in summary
+    # (audit.mr.n=6 + audit.mr.heldout=3) prefixes x 2 clients, each queried against both clients' indexes, top 10
+    assert "mr: 18 generations (6 of them the held-out control), 36 index queries, up to 360 detector pairs" in summary
     assert "utility: 4 greedy generations" in summary and "pa: 12 suffixes scored under 64 prior prefixes" in summary
 
 
@@ -113,3 +113,29 @@ def test_an_id_column_names_the_records_and_the_ground_truth(tmp_path, cache_dir
     rows = _rows()
     for r in data.clients[1].test:
         assert r.mem_text.strip() in rows[int(r.id.removeprefix("note-"))]["text"]  # the id points at its own row
+
+
+def test_data_check_prints_the_floor_and_the_shared_passages(cache_dir, capsys):
+    """`fedmem data check`: the data's floor and its shared passages before any training, with the run's overrides;
+    nothing written. The boilerplate closings all clients share are found as shared passages."""
+    from fedmem.cli import main
+
+    main(["data", "check", *FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,mr]", "data.generic_fraction=0.5",
+          "audit.reveal_text=true"])
+    out = capsys.readouterr().out
+    assert out.startswith("2 clients (train/test records: cardiology 24/6, dermatology 24/6)")
+    assert "MR's floor: 3 held-out texts per client" in out and "against 6 training suffixes per client" in out
+    floor = [line for line in out.splitlines() if line.startswith("  all text: MR_Intra ")]
+    assert len(floor) == 1 and "MR_Inter" in floor[0] and "MR_Total" in floor[0]
+    assert "  distinctive text: MR_Intra " in out
+    assert "suffixes, clients cardiology,dermatology:" in out  # a boilerplate closing, held by both clients
+
+
+def test_data_check_refuses_a_bad_override_in_one_line(cache_dir, capsys):
+    from fedmem.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["data", "check", *FAST, f"cache_dir={cache_dir}", "audit.mr.heldout=-1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fedmem: invalid configuration: audit.mr.heldout must be >= 0 or null, got -1"]

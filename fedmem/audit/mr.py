@@ -190,8 +190,10 @@ class MemorizationRatio(AuditMethod):
 
     @classmethod
     def work(cls, cfg, clients: int) -> str:
-        n = cfg.n * clients
-        return f"{n} generations, {n * clients} index queries, up to {n * clients * cfg.top_k} detector pairs"
+        n = (cfg.n + cfg.heldout_size) * clients  # training prefixes and the control's held-out prefixes
+        return (f"{n} generations ({cfg.heldout_size * clients} of them the held-out control), {n * clients} index "
+                f"queries, up to {n * clients * cfg.top_k} detector pairs; once per run, the shared passages and the "
+                f"data's floor")
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         clients, clock = self.run.clients, Stopwatch()
