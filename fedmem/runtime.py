@@ -257,8 +257,8 @@ def data_check(cfg: ExperimentConfig) -> str:
         lines.append("Indexed suffixes holding a passage that another client or the public share also holds: "
                      + ", ".join(f"{names[c]} {held[c]}/{mr_cfg.n}" for c in run.clients))
         for p in mr.matcher.shared_passages(10):
-            lines.append(f"  {p['suffixes']:>5} suffixes, clients {','.join(names[c] for c in p['clients'])}: "
-                         f"{run.redact(p['text'])[:100]}")
+            lines.append(f"  {p['suffixes']:>5} suffixes, clients {','.join(names[c] for c in p['clients'])}"
+                         f"{' and the public share' if p['public'] else ''}: {run.redact(p['text'])[:100]}")
         return "\n".join(lines)
     finally:
         mr.close()

@@ -92,11 +92,18 @@ def test_shared_suffix_text_is_labelled_shared_and_distinctive_text_not(data):
         held = matcher.shared_suffixes()
         boiler = [i for i, s in enumerate(run.train[0]) if BOILERPLATE[:40] in s.suffix_text]
         assert held == {0: len(boiler), 1: len(boiler)} and boiler  # every boilerplate record, in both clients
-        assert any(BOILERPLATE[:60] in p["text"] and p["clients"] == [0, 1] for p in matcher.shared_passages())
+        assert any(BOILERPLATE[:60] in p["text"] and p["clients"] == [0, 1] and not p["public"]
+                   for p in matcher.shared_passages())
         distinct = next(s.suffix_text for s in run.train[1] if BOILERPLATE[:40] not in s.suffix_text)
         m = matcher.match(["Then it said: " + BOILERPLATE, "As written before: " + distinct])
         assert m.hits["verbatim"][0] == {0, 1} and m.distinctive["any"][0] == set()  # shared: both, not distinctive
         assert m.hits["verbatim"][1] == {1} and m.distinctive["verbatim"][1] == {1}
+        # a passage only one client holds is shared when the public share holds it too
+        matcher.shared.clear()
+        matcher.find_shared(public_texts=("A public page quotes it: " + distinct,))
+        assert any(p["clients"] == [1] and p["public"] and p["text"] in " ".join(distinct.split())
+                   for p in matcher.shared_passages())
+        assert matcher.match(["As written before: " + distinct]).distinctive["any"][0] == set()
     finally:
         matcher.close()
 

@@ -62,6 +62,7 @@ class SuffixMatcher:
     top_k: int = 10
     index_cfg: IndexConfig = field(default_factory=IndexConfig)
     shared: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # (k, doc) -> shared spans
+    in_public: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # those the public holds
 
     def __post_init__(self):
         self.indexes = {k: suffix_index(texts, self.index_cfg, name=f"c{k}") for k, texts in self.suffixes.items()}
@@ -138,26 +139,36 @@ class SuffixMatcher:
                     owners += [(i, -1, doc) for i, doc in pub]
                     pairs += [(texts[i], public_texts[doc]) for i, doc in pub]
                 spans: dict[int, list] = {}
-                for (i, _c, _doc), det in zip(owners, self.detect(pairs, bars, f"shared text, client {k}")):
+                public_spans: dict[int, list] = {}
+                for (i, c, _doc), det in zip(owners, self.detect(pairs, bars, f"shared text, client {k}")):
                     if det.category == "verbatim":  # the cases are the common word runs, on the query's side
-                        spans.setdefault(i, []).extend((c.src_start, c.src_end) for c in det.cases)
+                        runs = [(case.src_start, case.src_end) for case in det.cases]
+                        spans.setdefault(i, []).extend(runs)
+                        if c == -1:
+                            public_spans.setdefault(i, []).extend(runs)
                 for i, s in spans.items():
                     self.shared[(k, i)] = merge_spans(s)
+                    self.in_public[(k, i)] = [span for span in self.shared[(k, i)]
+                                              if covered([span], merge_spans(public_spans.get(i, [])))]
         finally:
             if public is not None:
                 public.close()
 
     def shared_passages(self, limit: int = 20) -> list[dict]:
         """The shared passages, most frequent first: their text (whitespace normalised), how many indexed suffixes
-        hold them and of which clients."""
+        hold them, of which clients, and whether the public share holds them too."""
         held: Counter = Counter()
         clients: dict[str, set[int]] = {}
+        public: set[str] = set()
         for (k, doc), spans in self.shared.items():
             for a, b in spans:
                 text = " ".join(self.suffixes[k][doc][a:b].split())
                 held[text] += 1
                 clients.setdefault(text, set()).add(k)
-        return [{"text": t, "suffixes": n, "clients": sorted(clients[t])} for t, n in held.most_common(limit)]
+                if (a, b) in self.in_public.get((k, doc), []):
+                    public.add(text)
+        return [{"text": t, "suffixes": n, "clients": sorted(clients[t]), "public": t in public}
+                for t, n in held.most_common(limit)]
 
     def shared_suffixes(self) -> dict[int, int]:
         """Per client, how many of its indexed suffixes hold a shared passage."""

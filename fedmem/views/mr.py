@@ -131,9 +131,11 @@ class MemorizationRatioView(View):
         held = ", ".join(f"{names.get(c, c)}: {n}" for c, n in zip(section["clients"], shared["suffixes_with_shared"]))
         lines = ["", f"Shared text ({shared['rule']}). Indexed suffixes holding a shared passage: {held}."]
         if shared["passages"]:
-            lines += ["", "| shared passage | suffixes holding it | clients |", "|---|---|---|"]
+            lines += ["", "| shared passage | indexed suffixes holding it | their clients | in the public share |",
+                      "|---|---|---|---|"]
             lines += [f"| {_cell_text(p['text'])} | {p['suffixes']} | "
-                      f"{', '.join(names.get(c, str(c)) for c in p['clients'])} |" for p in shared["passages"]]
+                      f"{', '.join(names.get(c, str(c)) for c in p['clients'])} | {'yes' if p.get('public') else 'no'} |"
+                      for p in shared["passages"]]
         return lines
 
     def markdown(self, section: dict) -> str:
