@@ -1,8 +1,11 @@
-"""Cross-client memorization ratio MR(j→k) as a per-round audit method (SPEC §3).
+"""Cross-client memorization ratio MR(j→k) as a per-round audit method (SPEC §3), with its control (SPEC §3b).
 
-Per round: one generation pass over every client's sampled prefixes (shared through ``RoundContext``), the
-incoherence filter, BM25 top-k over every client's suffix index (built once per run: the samples are fixed),
-one batched detector call over all (generation, retrieved suffix) pairs, then the MR figures per category.
+Per round: one generation pass over every client's sampled training prefixes and, for the control, as many held-out
+prefixes (shared through ``RoundContext``), the incoherence filter, BM25 top-k over every client's training-suffix
+index and one batched detector call over all (generation, retrieved suffix) pairs (``fedmem.audit.suffix_match``),
+then the paper's MR figures from the training prefixes and, beside them, the held-out prefixes' MR, the excess and
+MR on distinctive text. Built once per run: the indexes (the samples are fixed), the shared passages and the data's
+floor, which need no model.
 """
 
 from __future__ import annotations
@@ -300,6 +303,7 @@ class MemorizationRatio(AuditMethod):
         return {
             "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
             "heldout_incoherent_dropped": [held.dropped[c] for c in self.run.clients],
+            "train": figures["train"],  # the paper's MR again, in the control's shape
             "heldout": figures["heldout"],
             "excess": excess(figures["train"], figures["heldout"]),
             "distinctive": {"train": figures["distinctive_train"], "heldout": figures["distinctive_heldout"],
@@ -313,13 +317,13 @@ class MemorizationRatio(AuditMethod):
     @staticmethod
     def _control_headline(control: dict[str, Any]) -> dict[str, Any]:
         out = {}
+        held = control["heldout"]["any"]
         for figure in ("intra", "inter", "total"):
-            e, d, h = control["excess"]["any"][figure], control["distinctive"]["excess"]["any"][figure], \
-                control["heldout"]["any"]
+            e, d = control["excess"]["any"][figure], control["distinctive"]["excess"]["any"][figure]
             if e is not None:
                 out |= {f"excess_{figure}": e["diff"], f"excess_{figure}_ci95": e["ci95"],
                         f"distinctive_excess_{figure}": d["diff"], f"distinctive_excess_{figure}_ci95": d["ci95"],
-                        f"heldout_{figure}": h[figure], f"heldout_{figure}_ci95": h[f"{figure}_ci95"]}
+                        f"heldout_{figure}": held[figure], f"heldout_{figure}_ci95": held[f"{figure}_ci95"]}
             floor = (control.get("floor") or {}).get("all", {}).get("any", {})
             if floor.get(figure) is not None:
                 out |= {f"floor_{figure}": floor[figure], f"floor_{figure}_ci95": floor[f"{figure}_ci95"]}

@@ -98,28 +98,22 @@ class MemorizationRatioView(View):
         if not control:
             return ["No held-out control ran (audit.mr.heldout=0): the figures below cannot tell memorized records "
                     "from fluent text in the clients' style.", ""]
-        h, floor = section["headline"], control.get("floor") or {}
+        floor = control.get("floor") or {}
         rows = []
-        for text, train, held, ex, fl in (
-                ("all text", {f: (h[f], h.get(f"{f}_ci95")) for f in ("intra", "inter", "total")},
-                 control["heldout"]["any"], control["excess"]["any"], (floor.get("all") or {}).get("any")),
-                ("distinctive text", None, control["distinctive"]["heldout"]["any"],
-                 control["distinctive"]["excess"]["any"], (floor.get("distinctive") or {}).get("any"))):
-            train = train or {f: (control["distinctive"]["train"]["any"][f],
-                                  control["distinctive"]["train"]["any"][f"{f}_ci95"]) for f in ("intra", "inter", "total")}
+        for text, figures in (("all text", control), ("distinctive text", control["distinctive"])):
+            train, held, ex = figures["train"]["any"], figures["heldout"]["any"], figures["excess"]["any"]
+            fl = (floor.get("all" if figures is control else "distinctive") or {}).get("any")
             for f, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total")):
-                if train[f][0] is None:
+                if train[f] is None:
                     continue
-                e = ex[f] or {}
-                rows.append(f"| {label}, {text} | {pct_ci(*train[f])} | {pct_ci(held[f], held[f'{f}_ci95'])} | "
-                            f"{pts_ci(e.get('diff'), e.get('ci95'))} | "
-                            f"{pct_ci(fl[f], fl[f'{f}_ci95']) if fl else 'n/a'} |")
-        n_held = sum(control["heldout_n"])
-        return [f"MR's control: the same protocol from {n_held} held-out prefixes (texts the model never trained on) "
-                "against the same training-suffix indexes. The **excess** (training − held-out prefixes, Newcombe's "
-                "95% interval) is what memorization adds; the floor is the MR of the held-out texts' own true "
-                "continuations, which any writer of this data scores without memorizing a record. Distinctive text "
-                "leaves out hits on passages that other clients or the public share also hold.", "",
+                cells = [pct_ci(train[f], train[f"{f}_ci95"]), pct_ci(held[f], held[f"{f}_ci95"]),
+                         pts_ci(ex[f]["diff"], ex[f]["ci95"]), pct_ci(fl[f], fl[f"{f}_ci95"]) if fl else "n/a"]
+                rows.append(f"| {label}, {text} | " + " | ".join(cells) + " |")
+        return [f"MR's control: the same protocol from {sum(control['heldout_n'])} held-out prefixes (texts the model "
+                "never trained on) against the same training-suffix indexes. The **excess** (training − held-out "
+                "prefixes, Newcombe's 95% interval) is what memorization adds; the floor is the MR of the held-out "
+                "texts' own true continuations, which any writer of this data scores without memorizing a record. "
+                "Distinctive text leaves out hits on passages that other clients or the public share also hold.", "",
                 "| figure | training prefixes (the paper's MR) | held-out prefixes | excess | floor (data) |",
                 "|---|---|---|---|---|", *rows, ""]
 
@@ -134,7 +128,7 @@ class MemorizationRatioView(View):
             lines += ["", "| shared passage | indexed suffixes holding it | their clients | in the public share |",
                       "|---|---|---|---|"]
             lines += [f"| {_cell_text(p['text'])} | {p['suffixes']} | "
-                      f"{', '.join(names.get(c, str(c)) for c in p['clients'])} | {'yes' if p.get('public') else 'no'} |"
+                      f"{', '.join(names.get(c, str(c)) for c in p['clients'])} | {'yes' if p['public'] else 'no'} |"
                       for p in shared["passages"]]
         return lines
 
@@ -191,31 +185,28 @@ class MemorizationRatioView(View):
 
     @staticmethod
     def _excess_sentence(first: dict, last: dict) -> list[str]:
-        """The run page's answer from MR's control: the excess at the last round, and at the first."""
+        """The run page's answer from MR's control: the excess at the last round (and at the first), on all text and
+        on distinctive text, and the data's floor."""
         h, f = last["headline"], first["headline"]
         if "excess_total" not in h:
             return ["**Memorization ratio.** No held-out control ran: MR below cannot tell memorized records from "
                     "fluent text in the clients' style.", ""]
-        lo = h["excess_total_ci95"][0] if h.get("excess_total_ci95") else None
+
+        def excesses(prefix: str) -> str:
+            return ", ".join(f"{label} {pts_ci(h[prefix + key], h.get(prefix + key + '_ci95'))}"
+                             for key, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total"))
+                             if prefix + key in h)
+
+        above = (h.get("excess_total_ci95") or [0])[0] > 0
         verdict = ("generations from training prefixes match the training suffixes more often than generations from "
-                   "held-out prefixes do (the interval lies above 0): memorization beyond the data's style"
-                   if lo is not None and lo > 0 else
-                   "no excess over held-out prefixes is detectable at this sample size: what MR counts here, fluent "
-                   "text in the clients' style produces as well")
-        parts = [f"MR_Intra {pts_ci(h.get('excess_intra'), h.get('excess_intra_ci95'))}",
-                 *([f"MR_Inter {pts_ci(h['excess_inter'], h.get('excess_inter_ci95'))}"] if "excess_inter" in h else []),
-                 f"MR_Total {pts_ci(h['excess_total'], h.get('excess_total_ci95'))}"]
+                   "held-out prefixes do (the interval lies above 0): memorization beyond the data's style" if above
+                   else "no excess over held-out prefixes is detectable at this sample size: what MR counts here, "
+                        "fluent text in the clients' style produces as well")
         first_total = (f" (first audited round: MR_Total {pts_ci(f['excess_total'], f.get('excess_total_ci95'))})"
                        if "excess_total" in f else "")
-        distinct = ""
-        if "distinctive_excess_intra" in h:
-            distinct = (f" On distinctive text: MR_Intra {pts_ci(h['distinctive_excess_intra'], h.get('distinctive_excess_intra_ci95'))}"
-                        + (f", MR_Inter {pts_ci(h['distinctive_excess_inter'], h.get('distinctive_excess_inter_ci95'))}"
-                           if "distinctive_excess_inter" in h else "") + ".")
-        floor = (f" The data's floor (held-out texts' true continuations): MR_Total "
-                 f"{pct_ci(h['floor_total'], h.get('floor_total_ci95'))}." if "floor_total" in h else "")
-        return [f"**Memorization ratio, excess over held-out prefixes.** {'; '.join(parts)}{first_total}: {verdict}."
-                f"{distinct}{floor}", ""]
+        return [f"**Memorization ratio, excess over held-out prefixes.** {excesses('excess_')}{first_total}: "
+                f"{verdict}. On distinctive text: {excesses('distinctive_excess_')}. The data's floor (held-out texts' "
+                f"true continuations): MR_Total {pct_ci(h.get('floor_total'), h.get('floor_total_ci95'))}.", ""]
 
     def summary(self, first: dict, last: dict) -> str:
         h = last["headline"]
