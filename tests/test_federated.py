@@ -128,9 +128,12 @@ def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(com
     cfg = from_dict(compose("model.max_seq_len=16"))
     ex, cut = train_examples(cfg, 0)
     assert sequence_length(cfg) == 16 and all(len(x) <= 16 for x in ex) and cut == len(ex)
-    auto = from_dict(compose("model.max_seq_len=auto"))
+    # the test preset's 512-token vocabulary spends more tokens on a text than the default's: room for the longest
+    auto = from_dict(compose("model.max_seq_len=auto", "model.tiny.max_position_embeddings=1024"))
     ex, cut = train_examples(auto, 0)
     assert cut == 0 and sequence_length(auto) == max(len(x) for x in train_examples(auto, None)[0])
+    capped = from_dict(compose("model.max_seq_len=auto"))  # auto stops at the model's 512 positions
+    assert sequence_length(capped) == 512 and train_examples(capped, 0)[1] >= 1
 
 
 def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tmp_path, monkeypatch):

@@ -123,7 +123,10 @@ def test_a_real_2x2_sweep_gives_one_row_per_point_in_the_papers_order(audited):
                                                                     (12, "greedy")]  # numbers numerically
     assert [tuple(r["key"].values()) for r in prefix["rows"]] == [("top_k", 9), ("top_k", 12), ("greedy", 9),
                                                                   ("greedy", 12)]
-    assert list(decoding["columns"]) == ["mr/intra", "mr/inter", "mr/intra_minus_inter"]
+    # the paper's columns, then fedmem's own: the control's excess
+    assert list(decoding["columns"]) == ["mr/intra", "mr/inter", "mr/intra_minus_inter", "mr/excess_intra",
+                                         "mr/excess_inter", "mr/distinctive_excess_intra",
+                                         "mr/distinctive_excess_inter"]
     for row in decoding["rows"]:
         (job,) = row["runs"]
         config = yaml.safe_load((audited / job / "config.yaml").read_text())
@@ -272,4 +275,4 @@ def test_seeds_alone_give_one_row(base_config, tmp_path):
 
 def test_the_papers_sizes_calibrate_pearl_on_at_least_100_non_members():
     d = compose_dict(["experiment=paper_default"])
-    assert d["audit"]["pearl"]["n"] * d["data"]["num_clients"] >= 100 <= d["audit"]["test_per_client"] * 3
+    assert d["audit"]["pearl"]["nonmembers"] * d["data"]["num_clients"] >= 100 <= d["audit"]["test_per_client"] * 3

@@ -125,14 +125,15 @@ class MemorizationRatio(AuditMethod):
     Config = MRConfig
     title = "Cross-client memorization ratio (MR)"
     size_keys = ("n", "top_k")
-    # The control's excess leads (what memorization adds over text the model never trained on); the paper's MR
-    # follows under its own names, then the held-out prefixes' MR and the data's floor it is measured against.
+    # The control's excess leads the console line (what memorization adds over text the model never trained on); the
+    # paper's MR follows under its own names, then the held-out prefixes' MR and the data's floor. In the sweep
+    # tables the paper's columns come first (they are the paper's tables) and the excess beside them.
     figures = (
-        Figure("excess_intra", "MR_Intra excess", kind="difference", console=True, sweep="answer"),
-        Figure("excess_inter", "MR_Inter excess", kind="difference", console=True, sweep="answer"),
+        Figure("excess_intra", "MR_Intra excess", kind="difference", console=True, sweep="extra"),
+        Figure("excess_inter", "MR_Inter excess", kind="difference", console=True, sweep="extra"),
         Figure("excess_total", "MR_Total excess", kind="difference", sweep="total"),
-        Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", sweep="answer"),
-        Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", sweep="answer"),
+        Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", sweep="extra"),
+        Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", sweep="extra"),
         Figure("intra", "MR_Intra", console=True, sweep="answer"),
         Figure("inter", "MR_Inter", console=True, sweep="answer"),
         Figure("intra_minus_inter", "MR_Intra − MR_Inter", kind="difference", sweep="answer"),
