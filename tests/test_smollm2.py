@@ -24,7 +24,8 @@ def test_one_fedavg_round_of_smollm2_lowers_the_members_loss_and_reaudits(smollm
         f"data.path={data}", "data.client_column=section", "data.num_clients=2", "data.train_per_client=4",
         "data.test_per_client=2", "model.max_seq_len=64", "train.local_epochs=4", "train.progress=false",
         "strategy=fedavg", "strategy.num_rounds=1", "audit.methods=[mr,pa]", "audit.prefix_len=16",
-        "audit.samples_per_client=4", "audit.test_per_client=2", "audit.mr.n=4", "audit.mr.heldout=2", "audit.mr.max_new_tokens=24",
+        "audit.samples_per_client=4", "audit.test_per_client=2", "audit.mr.n=4", "audit.mr.heldout=2",
+        "audit.common_draw=0", "audit.mr.max_new_tokens=24",
         "audit.pa.n=4", "audit.pa.c=4", "audit.pa.suffix_len=16", "simulation.torch_threads=1",
     ])
     run = run_experiment(d, str(tmp_path / "run"))
