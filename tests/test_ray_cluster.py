@@ -57,4 +57,24 @@ def test_a_run_attaches_to_an_existing_ray_cluster_and_leaves_it_running(tmp_pat
                                 capture_output=True, text=True, timeout=60)
         assert status.returncode == 0 and "Active" in status.stdout
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop(port)
+
+
+def _stop(port: int) -> None:
+    """Stop this test's cluster only, found by its port: `ray stop --force` would stop every Ray instance on the
+    machine, a user's runs included."""
+    import psutil
+
+    procs = []
+    for p in psutil.process_iter(["cmdline"]):
+        if str(port) in " ".join(p.info["cmdline"] or []):  # the GCS server and the raylet name the head's port
+            try:
+                procs += [p, *p.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
