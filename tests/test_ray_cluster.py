@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,3 +79,8 @@ def _stop(port: int) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(procs, timeout=30)
+    # `ray start` records its address for later ray.init() calls to attach to: a run started after this test would
+    # otherwise try to join the cluster just stopped
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    if current.is_file() and current.read_text().strip().endswith(f":{port}"):
+        current.unlink()
