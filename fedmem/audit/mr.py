@@ -87,9 +87,9 @@ def excess(train: dict, heldout: dict) -> dict:
 @dataclass
 class Side:
     """One set of audited prefixes (training or held-out) through the protocol: the prefixes whose generation was
-    kept, their generations and token ids, per client how many were dropped as incoherent, and what they matched."""
+    kept, their generations and token ids, the prefixes whose generation was dropped as incoherent, and what the
+    kept ones matched."""
 
-    dropped: dict[int, int]
     dropped_samples: list = field(default_factory=list)
     samples: list = field(default_factory=list)
     gens: list[str] = field(default_factory=list)
@@ -99,11 +99,15 @@ class Side:
     @property
     def prefix_clients(self) -> list[int]:
         """Every audited prefix's client; dropped generations stay in the denominators (they induced nothing)."""
-        return [s.client for s in self.samples] + [c for c, n in self.dropped.items() for _ in range(n)]
+        return [s.client for s in self.samples + self.dropped_samples]
+
+    def dropped(self, clients: list[int]) -> list[int]:
+        """Per client (in ``clients`` order), how many generations were dropped as incoherent."""
+        return [sum(s.client == c for s in self.dropped_samples) for c in clients]
 
     def padded(self, hits: list[set[int]]) -> list[set[int]]:
         """``hits`` of the kept prefixes, then an empty set for each dropped one (in :attr:`prefix_clients` order)."""
-        return hits + [set() for _ in range(sum(self.dropped.values()))]
+        return hits + [set() for _ in self.dropped_samples]
 
 
 class Stopwatch:
@@ -233,11 +237,10 @@ class MemorizationRatio(AuditMethod):
         return section
 
     def _coherent(self, samples, gens: list[str], outs: list[list[int]]) -> Side:
-        """The prefixes whose generation passes the incoherence filter, and per client how many were dropped."""
-        side = Side(dropped={c: 0 for c in self.run.clients})
+        """The prefixes whose generation passes the incoherence filter, and those dropped."""
+        side = Side()
         for s, g, o in zip(samples, gens, outs):
             if self.cfg.drop_incoherent and is_incoherent(g):
-                side.dropped[s.client] += 1
                 side.dropped_samples.append(s)
             else:
                 side.samples.append(s)
@@ -276,7 +279,7 @@ class MemorizationRatio(AuditMethod):
             "uncertainty": {cat: f["uncertainty"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
-            "incoherent_dropped": [side.dropped[c] for c in run.clients],
+            "incoherent_dropped": side.dropped(run.clients),
             "generation": self._generation_stats(ctx, outs),
             "pairs_checked": pairs,
             "ground_truth": self._ground_truth(side),
@@ -303,7 +306,7 @@ class MemorizationRatio(AuditMethod):
         passages = self.matcher.shared_passages()
         return {
             "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
-            "heldout_incoherent_dropped": [held.dropped[c] for c in self.run.clients],
+            "heldout_incoherent_dropped": held.dropped(self.run.clients),
             "train": figures["train"],  # the paper's MR again, in the control's shape
             "heldout": figures["heldout"],
             "excess": excess(figures["train"], figures["heldout"]),
