@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from fedmem.cli import run_experiment
-from fedmem.experiment_config import compose_dict, from_dict
-from fedmem.model.load import adapter_state
-from fedmem.runtime import client_round, fresh_lora_model
+from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.engine.model.load import adapter_state
+from fedmem.experiment.runtime import client_round, fresh_lora_model
 
 
 def main() -> None:

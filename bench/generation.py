@@ -27,11 +27,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one-epoch adapter)
 
 from fedmem.audit.base import build_method_config  # noqa: E402
-from fedmem.config import Decoding  # noqa: E402
-from fedmem.experiment_config import compose_dict, from_dict  # noqa: E402
-from fedmem.generation import generate_batched  # noqa: E402
-from fedmem.model.load import load_adapter_state  # noqa: E402
-from fedmem.runtime import fresh_lora_model, make_auditor, run_audit_pool, saved_adapter  # noqa: E402
+from fedmem.config.experiment import compose_dict, from_dict  # noqa: E402
+from fedmem.engine.config import Decoding  # noqa: E402
+from fedmem.engine.generation import generate_batched  # noqa: E402
+from fedmem.engine.model.load import load_adapter_state  # noqa: E402
+from fedmem.experiment.runtime import (  # noqa: E402
+    fresh_lora_model,
+    make_auditor,
+    run_audit_pool,
+    saved_adapter,
+)
 
 BACKENDS = {"transformers": 256, "fedmem": "auto"}  # backend: generation_batch_size
 SIDES = {"before": ["audit.generation_backend=transformers", "audit.generation_batch_size=256",

@@ -21,7 +21,7 @@ import torch
 from fedmem.audit.base import AuditRun, RoundContext
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
 from fedmem.audit.samples import header_ids, text_sample
-from fedmem.config import Decoding
+from fedmem.engine.config import Decoding
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
              "th", "st", "ch", "br", "on", "er", "in", "at"]
@@ -35,8 +35,8 @@ def corpus(n_sentences: int, seed: int) -> list[str]:
 
 def build(seed: int):
     """The tiny preset's tokenizer recipe and model (TinyModelConfig defaults = conf/model/tiny.yaml), untrained."""
-    from fedmem.config import TinyModelConfig
-    from fedmem.model.tiny import build_model, train_tokenizer
+    from fedmem.engine.config import TinyModelConfig
+    from fedmem.engine.model.tiny import build_model, train_tokenizer
 
     cfg = TinyModelConfig()
     tok = train_tokenizer(corpus(4000, seed), cfg.vocab_size)

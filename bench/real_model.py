@@ -1,8 +1,8 @@
 """Bench: one real pretrained model's work per stage on this machine, each beside the machine's own matmul rate.
 
 SmolLM2-135M-Instruct (the smollm2-135m preset, read from its GGUF file and cached) does what a round does with it:
-LoRA training steps (``fedmem.train.train_local``), batched KV-cached generation (``fedmem.generation``) and
-teacher-forced scoring (``fedmem.scoring.sequence_logprobs``), and MR's generation to the end of the turn both ways:
+LoRA training steps (``fedmem.engine.train.train_local``), batched KV-cached generation (``fedmem.engine.generation``) and
+teacher-forced scoring (``fedmem.engine.scoring.sequence_logprobs``), and MR's generation to the end of the turn both ways:
 transformers' ``generate`` on one fixed batch of the peft model, and fedmem's decoding loop on the merged copy the
 audit uses. Each stage's rate is given in tokens per second and
 as model FLOP/s (2 x parameters per token forward; 4 x for a LoRA training token, whose backward pass computes
@@ -22,12 +22,12 @@ import time
 import torch
 from references import english_passages
 
-from fedmem.config import Decoding, ModelConfig, TrainConfig
-from fedmem.experiment_config import compose_dict
-from fedmem.generation import generate_batched
-from fedmem.model.load import load_base, merged_copy, wrap_lora
-from fedmem.scoring import sequence_logprobs
-from fedmem.train import train_local
+from fedmem.config.experiment import compose_dict
+from fedmem.engine.config import Decoding, ModelConfig, TrainConfig
+from fedmem.engine.generation import generate_batched
+from fedmem.engine.model.load import load_base, merged_copy, wrap_lora
+from fedmem.engine.scoring import sequence_logprobs
+from fedmem.engine.train import train_local
 
 
 def matmul_rate(tokens: int, shapes: list[tuple[int, int]], repeats: int = 5) -> float:

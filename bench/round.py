@@ -40,12 +40,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from safetensors.torch import load_file, save_file
 
-from fedmem.experiment_config import compose_dict, from_dict
-from fedmem.generation import generate_batched
-from fedmem.io import atomic_path
-from fedmem.model.load import adapter_state, load_adapter_state
-from fedmem.runtime import fresh_lora_model, make_auditor, train_examples
-from fedmem.train import train_local
+from fedmem.common.io import atomic_path
+from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.engine.generation import generate_batched
+from fedmem.engine.model.load import adapter_state, load_adapter_state
+from fedmem.engine.train import train_local
+from fedmem.experiment.runtime import fresh_lora_model, make_auditor, train_examples
 
 TRAIN_PER_CLIENT = 4400  # >= 4,000 distinct samples long enough to audit (canaries repeat)
 

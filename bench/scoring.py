@@ -1,9 +1,9 @@
 """Bench: scored suffix tokens per second for Prior-Aware's P̂(s) (every prior prefix q_i x every suffix s).
 
 Three ways, same model, same data, same process:
-  engine  fedmem.scoring.prior_logprobs (prefix KV cache computed once, expanded over suffix blocks)
+  engine  fedmem.engine.scoring.prior_logprobs (prefix KV cache computed once, expanded over suffix blocks)
   naive   a Python loop of one forward pass per (q_i, s) pair (timed on a subset, reported as a rate)
-  pairs   (--with-pairs) fedmem.scoring.sequence_logprobs on all (q_i, s) pairs: batched, no cache reuse
+  pairs   (--with-pairs) fedmem.engine.scoring.sequence_logprobs on all (q_i, s) pairs: batched, no cache reuse
 The results are checked against each other; the printed ratio engine / naive is the target (>= 5x).
 
     python bench/scoring.py                    # the tiny preset's Qwen2 sizes: hidden 128, 4 layers, vocab 2048
@@ -27,8 +27,8 @@ import time
 import numpy as np
 import torch
 
-from fedmem.model.tiny import qwen2_model
-from fedmem.scoring import prior_logprobs, sequence_logprobs
+from fedmem.engine.model.tiny import qwen2_model
+from fedmem.engine.scoring import prior_logprobs, sequence_logprobs
 
 
 def build_model(vocab: int, hidden: int, intermediate: int, layers: int, seed: int):

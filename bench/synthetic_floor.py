@@ -22,10 +22,10 @@ import time
 def audit_split(fd, seed: int, train: int, test: int) -> tuple[dict[int, list[str]], list[tuple[int, str, bool]]]:
     """Each client's training suffixes (``train`` records, drawn as the audit draws them) and the held-out texts
     (up to ``test`` per client) as (client, true continuation, ends in boilerplate)."""
+    from fedmem.audit.config import AuditConfig
     from fedmem.audit.samples import build_audit_run
-    from fedmem.config import AuditConfig
     from fedmem.data import TaskConfig
-    from fedmem.model.tiny import train_tokenizer
+    from fedmem.engine.model.tiny import train_tokenizer
 
     tok = train_tokenizer(fd.public_corpus, 2048)  # the tiny preset's tokenizer (vocab_size 2048)
     run = build_audit_run(AuditConfig(samples_per_client=train, test_per_client=test), TaskConfig(name="dialog"),

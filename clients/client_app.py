@@ -1,4 +1,4 @@
-"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.runtime``.
+"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment.runtime``.
 
 Only the adapter crosses the wire, both ways. The FedProx mu comes from the server ("proximal-mu" in the
 train config, set by flwr's FedProx strategy); FedAvg sends none, which is mu = 0.
@@ -12,8 +12,8 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedmem.experiment_config import load_config
-from fedmem.runtime import client_round
+from fedmem.config.experiment import load_config
+from fedmem.experiment.runtime import client_round
 
 
 @functools.lru_cache(maxsize=4)
@@ -24,7 +24,7 @@ def run_config(path: str):
 
 def make_client_app(config_path: str | None = None, round_fn=client_round) -> ClientApp:
     """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
-    ``round_fn``: the local round (``fedmem.runtime.client_round``; tests wrap it to make a client fail)."""
+    ``round_fn``: the local round (``fedmem.experiment.runtime.client_round``; tests wrap it to make a client fail)."""
     app = ClientApp()
 
     @app.train()

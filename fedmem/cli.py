@@ -23,11 +23,17 @@ import sys
 import time
 from pathlib import Path
 
-from fedmem import lifecycle
-from fedmem.console import configure_logging
-from fedmem.experiment_config import compose_dict, conf_dir, from_dict, register_schemas, write_config
-from fedmem.offline_audit import prepare_audit
-from fedmem.sweep import write_sweep_report
+from fedmem.config.experiment import (
+    compose_dict,
+    conf_dir,
+    from_dict,
+    register_schemas,
+    write_config,
+)
+from fedmem.experiment import lifecycle
+from fedmem.experiment.reaudit import prepare_audit
+from fedmem.reports.console import configure_logging
+from fedmem.reports.sweep import write_sweep_report
 from server.simulation import simulate
 
 USAGE = __doc__.split("\n\n")[1]
@@ -72,7 +78,7 @@ def new_run_dir(d: dict) -> Path:
 
 
 def execute(cfg, start_round: int = 0) -> Path:
-    """Train and audit a started run (``fedmem.lifecycle.execute``, federated rounds in Flower's simulation); a round
+    """Train and audit a started run (``fedmem.experiment.lifecycle.execute``, federated rounds in Flower's simulation); a round
     that fell short of its clients ends the run with one line, recorded as failed, not a traceback."""
     try:
         return lifecycle.execute(cfg, simulate, start_round)
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         write_config(cfg, out)
         print(out.resolve())
     elif cmd == "data" and rest[:1] == ["check"]:
-        from fedmem.runtime import data_check
+        from fedmem.experiment.runtime import data_check
 
         try:
             cfg = from_dict(compose_dict(rest[1:]))  # nothing is written: no run directory

@@ -32,17 +32,17 @@ from fedmem.audit.base import build_method_config
 from fedmem.audit.intervals import wilson
 from fedmem.audit.prior_aware import default_m
 from fedmem.audit.samples import build_audit_run
-from fedmem.config import Decoding
-from fedmem.experiment_config import compose_dict, from_dict
-from fedmem.generation import generate_batched
-from fedmem.runtime import (
+from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.engine.config import Decoding
+from fedmem.engine.generation import generate_batched
+from fedmem.engine.scoring import sequence_logprobs
+from fedmem.engine.train import train_local
+from fedmem.experiment.runtime import (
     federated_data,
     fresh_lora_model,
     sequence_length,
     train_examples,
 )
-from fedmem.scoring import sequence_logprobs
-from fedmem.train import train_local
 
 
 def rate_ci(k: int, n: int) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from fedmem.lifecycle import set_status
+from fedmem.experiment.lifecycle import set_status
 
 STARTED = re.compile(r"Successfully started run (\d+)")
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Flower ServerApp: the strategy loop plus fedmem's per-round audit hook (round 0 and after every round).
 
-Thin: the audit, the reports and the model live in ``fedmem.auditor`` and ``fedmem.runtime``; this file only
+Thin: the audit, the reports and the model live in ``fedmem.experiment.auditor`` and ``fedmem.experiment.runtime``; this file only
 maps the config to a Flower strategy and hands the aggregated adapter to the hook.
 """
 
@@ -12,11 +12,11 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDic
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
-from fedmem.experiment_config import ExperimentConfig, load_config
-from fedmem.lifecycle import RoundFailedError, record_failure
-from fedmem.report import headline
-from fedmem.runtime import run_auditor
-from fedmem.strategies import strategy_named
+from fedmem.config.experiment import ExperimentConfig, load_config
+from fedmem.experiment.lifecycle import RoundFailedError, record_failure
+from fedmem.experiment.runtime import run_auditor
+from fedmem.federation.strategies import strategy_named
+from fedmem.reports.pages import headline
 
 
 def last_line(reason: str) -> str:
@@ -57,7 +57,7 @@ def flower_class(name: str) -> type:
 
 
 def build_strategy(cfg: ExperimentConfig):
-    """The flwr strategy ``strategy.name`` registers (``fedmem.strategies``), recording per-client train metrics for
+    """The flwr strategy ``strategy.name`` registers (``fedmem.federation.strategies``), recording per-client train metrics for
     the round report."""
     s = cfg.strategy
     common = dict(

@@ -7,8 +7,8 @@ from pathlib import Path
 from flwr.simulation import run_simulation
 
 from clients.client_app import make_client_app
-from fedmem.experiment_config import ExperimentConfig
-from fedmem.runtime import client_cpus
+from fedmem.config.experiment import ExperimentConfig
+from fedmem.experiment.runtime import client_cpus
 from server.server_app import make_server_app
 
 

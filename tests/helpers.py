@@ -15,10 +15,10 @@ import torch
 from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.audit.samples import header_ids, text_sample
 from fedmem.audit.training_context import TrainingFrame, with_training_form
-from fedmem.batching import language_model_batch
-from fedmem.config import Decoding
 from fedmem.data.records import Record
-from fedmem.model.tiny import qwen2_model, train_tokenizer
+from fedmem.engine.batching import language_model_batch
+from fedmem.engine.config import Decoding
+from fedmem.engine.model.tiny import qwen2_model, train_tokenizer
 
 USER_TEMPLATE = "Please continue the following text. {text}"
 

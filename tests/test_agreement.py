@@ -5,13 +5,20 @@ import numpy as np
 import pytest
 from helpers import make_run, make_sample, texts, tiny_tokenizer
 
-from fedmem.audit.agreement import MIN_COMMON, agreement, cohen_kappa, jaccard, kappa_ci95, spearman
+from fedmem.audit.agreement import (
+    MIN_COMMON,
+    agreement,
+    cohen_kappa,
+    jaccard,
+    kappa_ci95,
+    spearman,
+)
 from fedmem.audit.mia import MembershipInference, MiaConfig
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
 from fedmem.audit.prior_aware import PriorAwareConfig, PriorAwareMemorization
 from fedmem.audit.samples import check_common_draw, place_common_draw
-from fedmem.report import _agreement_table
+from fedmem.reports.pages import _agreement_table
 
 
 def rows(decisions, scores, tags=None, split="train", prefix="s"):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedmem.config import SimulationConfig, TrainConfig
-from fedmem.experiment_config import compose_dict, from_dict
+from fedmem.config.experiment import SimulationConfig, compose_dict, from_dict
+from fedmem.engine.config import TrainConfig
 from tests.conftest import FAST, synthetic_only
 
 
@@ -44,7 +44,7 @@ def test_invalid_config_is_rejected(compose, override, message):
 
 
 def test_a_strategy_reads_only_its_own_settings():
-    from fedmem.strategies import FedProxConfig, strategy_config
+    from fedmem.federation.strategies import FedProxConfig, strategy_config
 
     assert strategy_config({"name": "fedprox", "proximal_mu": 0.1}) == FedProxConfig(name="fedprox", proximal_mu=0.1)
     with pytest.raises(ValueError, match=r"strategy.proximal_mu is not used by strategy.name=fedavg; it is a setting "
@@ -88,7 +88,7 @@ def test_default_config_is_valid(compose):
 
 def test_written_config_reads_back_with_every_override(compose, tmp_path):
     """The Flower apps rebuild the config from the YAML that `fedmem run` writes: method overrides must survive."""
-    from fedmem.experiment_config import load_config, write_config
+    from fedmem.config.experiment import load_config, write_config
 
     cfg = from_dict(compose("audit.mr.n=7", "audit.pa.c=9", "audit.pearl.perturbation=synonym", "train.lr=0.01"))
     write_config(cfg, tmp_path / "config.yaml")
@@ -100,7 +100,7 @@ def test_written_config_reads_back_with_every_override(compose, tmp_path):
 
 
 def test_full_default_composes():
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     cfg = from_dict(compose_dict([]))
     assert (cfg.task.name, cfg.model.name, cfg.strategy.name) == ("dialog", "tiny", "fedavg")
@@ -126,7 +126,7 @@ def test_cli_fails_before_training_and_writes_nothing(tmp_path, override, messag
 def test_every_default_lives_in_the_dataclasses_and_a_preset_lists_only_its_changes():
     """Each group preset extends its dataclass schema (Hydra's ConfigStore) and sets no key to the value the schema
     already holds; the composed default config equals the dataclasses' defaults, key for key."""
-    from fedmem.experiment_config import schemas
+    from fedmem.config.experiment import schemas
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     found = schemas()
@@ -160,7 +160,7 @@ def test_model_presets_set_model_and_training_only():
 
 
 def test_the_offline_presets_are_built_here_and_need_a_public_corpus():
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     small = from_dict(compose_dict(["model=small"]))
     tiny = from_dict(compose_dict([]))
@@ -184,7 +184,7 @@ def test_experiment_preset_is_recorded_and_other_models_keep_the_papers_rules(co
 
 def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
     from fedmem.audit.samples import build_audit_run
-    from fedmem.runtime import base_model, federated_data
+    from fedmem.experiment.runtime import base_model, federated_data
 
     cfg = from_dict(compose("audit.samples_per_client=40"))  # 24 train rows per client, some of them canary copies
     _, tokenizer, _ = base_model(cfg)
@@ -198,8 +198,8 @@ def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
 def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compose):
     """The pool the preflight builds (``audit_pool``) carries each client's common draw, and a method whose own draw
     would leave part of it out is refused there, naming the method's size and audit.common_draw."""
-    from fedmem.auditor import audit_pool
-    from fedmem.runtime import base_model, federated_data
+    from fedmem.experiment.auditor import audit_pool
+    from fedmem.experiment.runtime import base_model, federated_data
 
     cfg = from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3", "audit.pearl.n=3",
                             "audit.pa.n=2"))
@@ -242,8 +242,8 @@ def test_resolve_writes_each_run_its_own_directory(tmp_path):
                                                             (3, 16, 2, 2.0), (4, 2, 2, 1.0)])
 def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compose, monkeypatch, clients, cpus,
                                                                          threads, expected):
-    from fedmem.experiment_config import from_dict
-    from fedmem.runtime import client_cpus
+    from fedmem.config.experiment import from_dict
+    from fedmem.experiment.runtime import client_cpus
 
     monkeypatch.setattr("os.cpu_count", lambda: cpus)
     cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))

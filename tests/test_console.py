@@ -9,8 +9,8 @@ import re
 import pytest
 
 from fedmem.cli import verbosity
-from fedmem.console import configure_logging, round_line
-from fedmem.fmt import pct_ci, pts_ci
+from fedmem.common.fmt import pct_ci, pts_ci
+from fedmem.reports.console import configure_logging, round_line
 
 
 @pytest.fixture(scope="module")

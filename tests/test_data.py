@@ -5,7 +5,14 @@ import json
 import pandas as pd
 import pytest
 
-from fedmem.data import DataConfig, TaskConfig, check_configs, format_example, format_prompt, load_federated
+from fedmem.data import (
+    DataConfig,
+    TaskConfig,
+    check_configs,
+    format_example,
+    format_prompt,
+    load_federated,
+)
 from fedmem.data.partition import dirichlet, iid, natural
 from fedmem.data.synthetic import check_ground_truth
 from fedmem.data.templates import TEMPLATES
@@ -176,7 +183,7 @@ def test_chat_formatting_with_and_without_template():
     plain = _Plain()
     assert format_prompt(plain, "hi") == "User: hi\nAssistant:"
     assert format_example(plain, "hi", "yo") == "User: hi\nAssistant: yo</s>"
-    from fedmem.model.tiny import train_tokenizer
+    from fedmem.engine.model.tiny import train_tokenizer
 
     tok = train_tokenizer(["hello world"] * 20, 300)
     p = format_prompt(tok, "hi")

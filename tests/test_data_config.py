@@ -6,8 +6,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedmem.data import DATA_SOURCES, DataConfig, TaskConfig, check_configs, load_federated
-from fedmem.experiment_config import compose_dict
+from fedmem.config.experiment import compose_dict
+from fedmem.data import (
+    DATA_SOURCES,
+    DataConfig,
+    TaskConfig,
+    check_configs,
+    load_federated,
+)
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fedmem.data import DataConfig, DatasetUnavailableError, TaskConfig, load_federated, read_ground_truth
+from fedmem.data import (
+    DataConfig,
+    DatasetUnavailableError,
+    TaskConfig,
+    load_federated,
+    read_ground_truth,
+)
 from fedmem.data.tasks import RCT_LABELS
 from tests.fixtures.make_fixtures import EXPECTED
 
@@ -177,7 +183,7 @@ def test_unreadable_path_is_one_clear_error(tmp_path):
 
 def test_hydra_overrides_reach_the_local_loader(tmp_path):
     """The command in conf/data/local.yaml, composed as the CLI does: column mapping and client column."""
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     d = compose_dict(["data=local", f"data.path={FIX / 'clinic_notes.csv'}", "data.num_clients=2",
                       "data.columns={patient:question_text,doctor:answer_text}", "data.client_column=site",

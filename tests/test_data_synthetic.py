@@ -10,7 +10,13 @@ from collections import Counter
 
 import pytest
 
-from fedmem.data import DataConfig, TaskConfig, load_federated, read_ground_truth, write_ground_truth
+from fedmem.data import (
+    DataConfig,
+    TaskConfig,
+    load_federated,
+    read_ground_truth,
+    write_ground_truth,
+)
 from fedmem.data.synthetic import check_ground_truth, vocab
 from tests.fixtures.bpe import bpe_tokenizer
 

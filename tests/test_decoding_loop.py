@@ -11,13 +11,18 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
-from fedmem.config import Decoding
-from fedmem.decoder import decode
-from fedmem.generation import MAX_ROWS, auto_rows, generate_batched
-from fedmem.model.tiny import qwen2_model
-from fedmem.sampler import Sampler, sampler_for
+from fedmem.engine.config import Decoding
+from fedmem.engine.decoder import decode
+from fedmem.engine.generation import MAX_ROWS, auto_rows, generate_batched
+from fedmem.engine.model.tiny import qwen2_model
+from fedmem.engine.sampler import Sampler, sampler_for
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +176,7 @@ def test_the_models_generation_config_is_honoured_and_other_rules_go_to_generate
 
 
 def test_auto_rows_are_bounded_by_the_step_cost_and_the_cache_memory(model, monkeypatch):
-    import fedmem.generation as generation
+    import fedmem.engine.generation as generation
 
     assert auto_rows(model, 300) == MAX_ROWS  # a small model: the cap
     assert 1 <= auto_rows(model, 200_000) < MAX_ROWS  # rows of 200,000 tokens: the cache's budget bounds them
@@ -186,7 +191,7 @@ def test_merged_copy_computes_what_the_lora_model_computes_and_leaves_it_as_it_w
     would change the embeddings too."""
     from peft import LoraConfig, get_peft_model
 
-    from fedmem.model.load import merged_copy
+    from fedmem.engine.model.load import merged_copy
     from tests.helpers import tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()

@@ -13,12 +13,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedmem.audit.detector import DetectorConfig, MissingAssetError, PlagiarismDetector, is_incoherent
+from fedmem.audit.detector import (
+    DetectorConfig,
+    MissingAssetError,
+    PlagiarismDetector,
+    is_incoherent,
+)
 from fedmem.audit.detector import align as align_mod
 from fedmem.audit.detector import seeding as seeding_mod
 from fedmem.audit.detector import verbatim as verbatim_mod
 from fedmem.audit.detector.align import AlignedCase, extend, resolve_overlaps
-from fedmem.audit.detector.preprocess import Preprocessor, split_sentences, term_tokens, vectorize
+from fedmem.audit.detector.preprocess import (
+    Preprocessor,
+    split_sentences,
+    term_tokens,
+    vectorize,
+)
 from fedmem.audit.detector.verbatim import common_runs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,7 +268,7 @@ def test_yaml_matches_the_dataclass():
     path = REPO / "conf" / "audit" / "detector" / "default.yaml"
     first = path.read_text().splitlines()[0]
     assert re.match(r"# fedmem run audit/detector=default\b", first)
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     assert yaml.safe_load(path.read_text())["defaults"] == ["schema", "_self_"]  # its defaults are the dataclass's
     assert DetectorConfig(**compose_dict([])["audit"]["mr"]["detector"]) == DetectorConfig()

@@ -13,9 +13,9 @@ import pytest
 from fedmem.audit import AUDIT_METHODS, AuditMethod, Figure, RoundContext, register
 from fedmem.audit.intervals import rate
 from fedmem.cli import main
-from fedmem.config import check_fields, option
+from fedmem.common.fields import check_fields, option
 from fedmem.data import DATA_SOURCES
-from fedmem.strategies import STRATEGIES
+from fedmem.federation.strategies import STRATEGIES
 
 
 @dataclass
@@ -90,7 +90,7 @@ def test_a_new_audit_method_shows_on_the_console_both_pages_summary_and_sweep_ta
 
 
 def test_a_new_methods_settings_compose_and_override_without_a_yaml_of_its_own(confident, compose):
-    from fedmem.experiment_config import from_dict, method_configs
+    from fedmem.config.experiment import from_dict, method_configs
 
     cfg = from_dict(compose("audit.methods=[utility,confident]", "audit.confident.log10_p=-5"))
     assert method_configs(cfg)["confident"] == ConfidentConfig(log10_p=-5.0)
@@ -107,10 +107,10 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.serverapp.strategy import FedMedian
 
-from fedmem.config import option
+from fedmem.common.fields import option
 from fedmem.data import ClientSplit, DataSourceConfig, FederatedData, register_source
 from fedmem.data.templates import render_record
-from fedmem.strategies import Strategy, StrategyConfig, register_strategy
+from fedmem.federation.strategies import Strategy, StrategyConfig, register_strategy
 
 WORDS = "river stone lamp orchard winter harbor candle meadow copper violin lantern garden".split()
 
@@ -171,7 +171,7 @@ def plugin_conf(tmp_path, monkeypatch):
     import shutil
     import sys
 
-    from fedmem.experiment_config import conf_dir
+    from fedmem.config.experiment import conf_dir
 
     (tmp_path / "plugin").mkdir()
     (tmp_path / "plugin" / "fedmem_toy_plugin.py").write_text(PLUGIN)
@@ -198,7 +198,7 @@ def plugin_conf(tmp_path, monkeypatch):
 
 def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin_conf, cache_dir):
     from fedmem.cli import run_experiment
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
     from tests.conftest import FAST, synthetic_only
 
     fast = [o for o in FAST if not synthetic_only(o)]  # the test-sized settings, the synthetic source's left out

@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import load_file
 
 from fedmem.cli import run_experiment
-from fedmem.experiment_config import from_dict
-from fedmem.model.load import adapter_state
-from fedmem.runtime import client_round, fresh_lora_model, run_centralized
-from fedmem.train import proximal_term, train_local
+from fedmem.config.experiment import from_dict
+from fedmem.engine.model.load import adapter_state
+from fedmem.engine.train import proximal_term, train_local
+from fedmem.experiment.runtime import client_round, fresh_lora_model, run_centralized
 from tests.conftest import ray_processes, report_schema_errors
 
 
@@ -23,7 +23,7 @@ def _adapter(run_dir: Path, r: int) -> dict:
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory, cache_dir):
     """FedAvg and FedProx(mu=0) runs of 2 clients x 1 round through the Flower simulation."""
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
     from tests.conftest import FAST
 
     out = {}
@@ -88,7 +88,7 @@ def test_proximal_term_covers_trainable_weights_only(compose):
 
 
 def test_fedprox_mu_pulls_towards_global(compose):
-    from fedmem.runtime import train_examples
+    from fedmem.experiment.runtime import train_examples
 
     cfg = from_dict(compose())
     ex, _ = train_examples(cfg, 0)
@@ -102,12 +102,12 @@ def test_fedprox_mu_pulls_towards_global(compose):
 
 
 def test_a_run_that_fails_is_marked_failed(compose, tmp_path, monkeypatch):
-    import fedmem.runtime
+    import fedmem.experiment.runtime
 
     def broken(*args, **kwargs):
         raise RuntimeError("optimizer exploded")
 
-    monkeypatch.setattr(fedmem.runtime, "train_local", broken)
+    monkeypatch.setattr(fedmem.experiment.runtime, "train_local", broken)
     with pytest.raises(RuntimeError, match="optimizer exploded"):
         run_experiment(compose("strategy=centralized"), str(tmp_path / "cl"))
     status = json.loads((tmp_path / "cl" / "status.json").read_text())
@@ -123,7 +123,7 @@ def test_centralized_mode_runs(compose, tmp_path):
 
 
 def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(compose):
-    from fedmem.runtime import sequence_length, train_examples
+    from fedmem.experiment.runtime import sequence_length, train_examples
 
     cfg = from_dict(compose("model.max_seq_len=16"))
     ex, cut = train_examples(cfg, 0)
@@ -137,7 +137,7 @@ def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(com
 
 
 def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tmp_path, monkeypatch):
-    import fedmem.runtime
+    import fedmem.experiment.runtime
 
     seen = []
 
@@ -146,7 +146,7 @@ def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tm
         raise RuntimeError("stop after the first epoch")
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(fedmem.runtime, "train_local", record_threads)
+    monkeypatch.setattr(fedmem.experiment.runtime, "train_local", record_threads)
     try:
         with pytest.raises(RuntimeError, match="stop after"):
             run_centralized(from_dict(compose("strategy=centralized", "simulation.torch_threads=2")))
@@ -161,9 +161,9 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     from flwr.simulation import run_simulation
 
     from clients.client_app import make_client_app
-    from fedmem.experiment_config import write_config
-    from fedmem.lifecycle import FAILURE as FAILURE_FILE
-    from fedmem.lifecycle import RoundFailedError
+    from fedmem.config.experiment import write_config
+    from fedmem.experiment.lifecycle import FAILURE as FAILURE_FILE
+    from fedmem.experiment.lifecycle import RoundFailedError
     from server.server_app import make_server_app
 
     before = ray_processes()

@@ -10,7 +10,7 @@ import re
 import pytest
 from conftest import SMOLLM2
 
-from fedmem.config import ModelConfig
+from fedmem.engine.config import ModelConfig
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_gguf_file_excludes_the_offline_presets_and_model_path(fake_package):
 
 
 def test_the_cache_key_is_the_file_content(tmp_path):
-    from fedmem.model.gguf import converted_dir
+    from fedmem.engine.model.gguf import converted_dir
 
     path = tmp_path / "m.gguf"
     path.write_bytes(b"first")
@@ -85,8 +85,8 @@ def test_the_cache_key_is_the_file_content(tmp_path):
 def test_smollm2_loads_through_the_cache_and_continues_in_english(cache_dir, monkeypatch):
     import torch
 
-    import fedmem.model.gguf as gguf
-    from fedmem.model.load import load_base
+    import fedmem.engine.model.gguf as gguf
+    from fedmem.engine.model.load import load_base
 
     cfg = ModelConfig(name="smollm2-135m", gguf_file=SMOLLM2, dtype="float32")
     model, tokenizer, where = load_base(cfg, [], seed=0, cache_dir=cache_dir, progress=False)

@@ -98,50 +98,69 @@ def test_only_the_flower_apps_import_flwr():
     assert offenders == []
 
 
-def test_lower_layers_never_import_upper_ones():
-    """cli -> Flower apps -> runtime -> auditor / reports -> views -> audit methods -> generation / scoring / model /
-    data -> config."""
+# The parts of fedmem and what each may import besides itself (each folder's __init__ says the same in words):
+# the command line over the Flower apps over running an experiment, over the one config and the reports, over the
+# audit methods and federated training's rules, over the model engine, over the data, over the common helpers.
+BELOW_DATA = {"fedmem.common"}
+ALLOWED = {
+    "fedmem.common": set(),
+    "fedmem.data": BELOW_DATA,
+    "fedmem.engine": BELOW_DATA | {"fedmem.data"},
+    "fedmem.federation": BELOW_DATA | {"fedmem.engine"},
+    "fedmem.audit": BELOW_DATA | {"fedmem.data", "fedmem.engine"},
+    "fedmem.reports": BELOW_DATA | {"fedmem.audit", "fedmem.federation"},
+    "fedmem.config": BELOW_DATA | {"fedmem.data", "fedmem.engine", "fedmem.federation", "fedmem.audit"},
+    "fedmem.experiment": BELOW_DATA | {"fedmem.data", "fedmem.engine", "fedmem.federation", "fedmem.audit",
+                                       "fedmem.reports", "fedmem.config"},
+    "clients": {"fedmem", "fedmem.common", "fedmem.config", "fedmem.experiment", "fedmem.federation"},
+    "server": {"fedmem", "fedmem.common", "fedmem.config", "fedmem.experiment", "fedmem.federation",
+               "fedmem.reports", "clients"},
+    "fedmem.cli": {"fedmem", "fedmem.common", "fedmem.config", "fedmem.experiment", "fedmem.reports", "server"},
+}
+
+
+def part(module: str) -> str:
+    """The part a module belongs to: its folder under fedmem/ (``fedmem.cli`` is a part alone), or its top package."""
+    names = module.split(".")
+    return ".".join(names[:2]) if names[0] == "fedmem" and len(names) > 1 else names[0]
+
+
+def test_every_module_belongs_to_a_part():
+    assert sorted(m for m in project_graph() if part(m) not in ALLOWED and m != "fedmem") == []
+
+
+def test_parts_import_only_in_their_allowed_directions():
     graph = project_graph()
-    layers = [
-        ("fedmem.cli",),
-        ("clients", "server"),
-        ("fedmem.lifecycle", "fedmem.offline_audit"),
-        ("fedmem.runtime",),
-        ("fedmem.auditor", "fedmem.report", "fedmem.sweep"),
-        ("fedmem.views",),
-        ("fedmem.experiment_config",),
-        ("fedmem.audit",),
-        ("fedmem.generation", "fedmem.scoring", "fedmem.model", "fedmem.data", "fedmem.train"),
-    ]
+    wrong = sorted(f"{mod} -> {dep}" for mod, deps in graph.items() for dep in deps
+                   if part(dep) != part(mod) and part(dep) not in ALLOWED[part(mod)])
+    assert wrong == []
 
-    def layer(mod: str) -> int | None:
-        for i, prefixes in enumerate(layers):
-            if any(mod == p or mod.startswith(p + ".") for p in prefixes):
-                return i
-        return None
 
-    upward = sorted(
-        f"{mod} -> {dep}" for mod, deps in graph.items() for dep in deps
-        if layer(mod) is not None and layer(dep) is not None and layer(dep) < layer(mod)
-    )
-    assert upward == []
+def test_the_allowed_directions_have_no_cycle():
+    assert find_cycle({p: {d for d in deps if d in ALLOWED} for p, deps in ALLOWED.items()}) is None
+
+
+def test_every_part_says_what_it_owns_and_may_import():
+    folders = [ROOT / p.replace(".", "/") for p in ALLOWED if p.startswith("fedmem.") and p != "fedmem.cli"]
+    missing = [f.name for f in folders if len(ast.get_docstring(ast.parse((f / "__init__.py").read_text())) or "") < 80]
+    assert missing == []
 
 
 def test_the_cli_starts_the_flower_apps_only_through_their_entry_point():
-    """The run's lifecycle (status, resume, failure) lives in fedmem.lifecycle; the CLI hands it the simulation."""
+    """The run's lifecycle (status, resume, failure) lives in fedmem.experiment.lifecycle; the CLI hands it the simulation."""
     used = {n for n in imported_names(ROOT / "fedmem" / "cli.py") if n.split(".")[0] in ("server", "clients")}
     assert used <= {"server.simulation", "server.simulation.simulate"}, used
 
 
 def test_audit_methods_compute_and_views_plot():
-    """No module of fedmem/audit imports a plotting library or the figure helpers: plots live in fedmem/views."""
-    plotting = ("matplotlib", "fedmem.io.pyplot", "fedmem.io.save_figure")
+    """No module of fedmem/audit imports a plotting library or the figure helpers: plots live in fedmem/reports/views."""
+    plotting = ("matplotlib", "fedmem.common.io.pyplot", "fedmem.common.io.save_figure")
     offenders = sorted(
         f"{module_name(p)} -> {n}" for p in (ROOT / "fedmem" / "audit").rglob("*.py") for n in imported_names(p)
         if any(n == x or n.startswith(x + ".") for x in plotting)
     )
     assert offenders == []
-    assert any("matplotlib" in n or n.endswith(".pyplot") for p in (ROOT / "fedmem" / "views").glob("*.py")
+    assert any("matplotlib" in n or n.endswith(".pyplot") for p in (ROOT / "fedmem" / "reports" / "views").glob("*.py")
                for n in imported_names(p))  # the check above looks at real imports: the views do make plots
 
 
@@ -162,15 +181,15 @@ def test_each_shared_helper_lives_once():
     """Atomic writes, figure saving, config field helpers, metrics, categories and the hand-built Qwen2 model each
     have one home; everything else calls it."""
     homes = {
-        "os.replace(": {"fedmem/io.py"},  # atomic file output
-        ".savefig(": {"fedmem/io.py"},
-        "tempfile.mkstemp(": {"fedmem/io.py"},
-        "Qwen2Config(": {"fedmem/model/tiny.py"},
+        "os.replace(": {"fedmem/common/io.py"},  # atomic file output
+        ".savefig(": {"fedmem/common/io.py"},
+        "tempfile.mkstemp(": {"fedmem/common/io.py"},
+        "Qwen2Config(": {"fedmem/engine/model/tiny.py"},
         "def roc_auc(": {"fedmem/audit/calibration.py"},
         "CATEGORIES = ": {"fedmem/audit/detector/config.py"},
-        "def option(": {"fedmem/config.py"},
-        "metadata={\"help\"": {"fedmem/config.py"},
-        "def to_jsonable(": {"fedmem/io.py"},
+        "def option(": {"fedmem/common/fields.py"},
+        "metadata={\"help\"": {"fedmem/common/fields.py"},
+        "def to_jsonable(": {"fedmem/common/io.py"},
     }
     found = {needle: {name for name, text in _sources("fedmem", "clients", "server", "bench", "tests")
                       if needle in text and name != "tests/test_layering.py"} for needle in homes}

@@ -31,11 +31,11 @@ from fedmem.audit.mia import (
     zlib_bytes,
     zlib_ratio,
 )
-from fedmem.config import ModelConfig
-from fedmem.io import to_jsonable
-from fedmem.model.load import wrap_lora
-from fedmem.scoring import TokenStats, token_logprobs, token_stats
-from fedmem.views import view_for
+from fedmem.common.io import to_jsonable
+from fedmem.engine.config import ModelConfig
+from fedmem.engine.model.load import wrap_lora
+from fedmem.engine.scoring import TokenStats, token_logprobs, token_stats
+from fedmem.reports.views import view_for
 
 ROOT = Path(__file__).resolve().parents[1]
 N_CLIENTS, N, SUFFIX = 3, 16, 24  # 48 members against 48 non-members
@@ -197,7 +197,7 @@ def test_section_is_serialisable_and_follows_the_report_schema(lora):
 
     _, _, _, method, _, trained = lora
     section = json.loads(json.dumps(to_jsonable({k: v for k, v in trained.items() if k != "seconds"})))
-    schema = json.loads((ROOT / "fedmem" / "report.schema.json").read_text())
+    schema = json.loads((ROOT / "fedmem" / "reports" / "report.schema.json").read_text())
     jsonschema.validate(section, {"$defs": schema["$defs"], "$ref": "#/$defs/section"})
     assert set(trained["attacks"]) == set(ATTACKS) and len(trained["samples"]) == len(method.samples)
     canaries = [s for s in trained["samples"] if not s["drawn"]]
@@ -286,7 +286,7 @@ def test_without_adapters_the_base_reference_is_undefined():
 def test_conf_file_matches_the_config_defaults():
     import yaml
 
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     path = ROOT / "conf" / "audit" / "mia" / "default.yaml"
     first = path.read_text().splitlines()[0]
@@ -311,7 +311,7 @@ def test_invalid_config_is_rejected(section, message):
 
 
 def test_method_composes_from_the_defaults_list(compose):
-    from fedmem.experiment_config import from_dict
+    from fedmem.config.experiment import from_dict
 
     cfg = from_dict(compose("audit.methods=[mia]", "audit.mia.n=3", "audit.mia.suffix_len=16"))
     assert cfg.audit.sections["mia"]["n"] == 3 and cfg.audit.sections["mia"]["reference"] == "base"

@@ -13,7 +13,7 @@ from helpers import make_run, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import RoundContext
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from fedmem.views import view_for
+from fedmem.reports.views import view_for
 
 
 @pytest.fixture(scope="module")

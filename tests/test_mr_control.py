@@ -16,7 +16,7 @@ from fedmem.audit.detector import PlagiarismDetector
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.audit.samples import header_ids, text_sample
 from fedmem.audit.suffix_match import SuffixMatcher, data_floor
-from fedmem.config import Decoding
+from fedmem.engine.config import Decoding
 
 BOILERPLATE = "Please remember that this message is not medical advice and you should see your own doctor soon."
 

@@ -10,12 +10,20 @@ from __future__ import annotations
 import pytest
 from helpers import USER_TEMPLATE, texts, tiny_model, tiny_tokenizer
 
+from fedmem.audit.config import AuditConfig
 from fedmem.audit.samples import MIN_SUFFIX_TOKENS, build_audit_run
-from fedmem.config import AuditConfig, Decoding, TrainConfig
-from fedmem.data import ClientSplit, FederatedData, Record, TaskConfig, continuation_header, format_prompt
+from fedmem.data import (
+    ClientSplit,
+    FederatedData,
+    Record,
+    TaskConfig,
+    continuation_header,
+    format_prompt,
+)
 from fedmem.data.templates import format_example
-from fedmem.generation import generate_batched, hit_cap
-from fedmem.train import train_local
+from fedmem.engine.config import Decoding, TrainConfig
+from fedmem.engine.generation import generate_batched, hit_cap
+from fedmem.engine.train import train_local
 
 PREFIX = 12
 

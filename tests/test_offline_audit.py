@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedmem.cli import main, run_experiment
-from fedmem.experiment_config import compose_dict
+from fedmem.config.experiment import compose_dict
 from tests.conftest import FAST
 
 METHODS = ["audit.methods=[utility,mr,pa]", "audit.mr.detector.ner_workers=0"]
@@ -50,15 +50,15 @@ def test_reaudit_with_the_runs_own_settings_reproduces_its_figures(trained, caps
 
 
 def test_reaudit_with_a_new_prefix_length_trains_nothing(trained, capsys, monkeypatch):
-    import fedmem.runtime
-    import fedmem.train
+    import fedmem.engine.train
+    import fedmem.experiment.runtime
     import server.simulation
 
     def no_training(*args, **kwargs):
         raise AssertionError("a re-audit must not train")
 
-    for module, name in ((fedmem.runtime, "train_local"), (fedmem.train, "train_local"),
-                         (fedmem.runtime, "client_round"), (server.simulation, "simulate")):
+    for module, name in ((fedmem.experiment.runtime, "train_local"), (fedmem.engine.train, "train_local"),
+                         (fedmem.experiment.runtime, "client_round"), (server.simulation, "simulate")):
         monkeypatch.setattr(module, name, no_training)
     before = _digest(trained)
     main(["audit", f"run={trained}", "audit.prefix_len=10", "audit/decoding=greedy"])
@@ -91,7 +91,7 @@ def test_reaudit_sweep_writes_audit_only_tables(trained, capsys):
 
 
 def test_an_experiment_preset_restores_its_rules_over_the_runs_resolved_ones(trained):
-    from fedmem.offline_audit import prepare_reaudit
+    from fedmem.experiment.reaudit import prepare_reaudit
 
     cfg, rounds, _ = prepare_reaudit(str(trained), ["experiment=paper"], None)
     assert cfg.experiment == "paper" and rounds == [0, 1]
@@ -218,7 +218,7 @@ def test_external_audit_refuses_what_is_not_a_local_model(tmp_path, capsys, monk
 
 
 def test_a_study_preset_is_refused_as_a_re_audit_override():
-    from fedmem.offline_audit import apply_overrides
+    from fedmem.experiment.reaudit import apply_overrides
 
     base = compose_dict(FAST)
     with pytest.raises(ValueError, match="experiment=paper_decoding is a study preset"):

@@ -11,8 +11,8 @@ from helpers import make_run, memorize, tiny_model, tiny_tokenizer
 from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
 from fedmem.audit.calibration import calibrate_threshold
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
-from fedmem.io import to_jsonable
-from fedmem.views import view_for
+from fedmem.common.io import to_jsonable
+from fedmem.reports.views import view_for
 
 N_CLIENTS, N = 2, 2
 CFG = dict(n=N, nonmembers=N, samples_per_intensity=4, max_new_tokens=20)
@@ -197,7 +197,7 @@ def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
 def test_default_sizes_calibrate_on_30_non_members_and_hold_the_common_draw(preset):
     """The default experiment's PEARL: at least 30 non-members in all (15 per cross-fitting half), and members
     enough to hold every client's common draw; what it costs is what ``work`` says."""
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     d = compose_dict([f"experiment={preset}"])
     pearl, clients = build_method_config("pearl", d["audit"]["pearl"]), d["data"]["num_clients"]
@@ -217,7 +217,7 @@ def test_conf_file_matches_the_config_defaults():
         first = f.readline()
         f.seek(0)
         values = yaml.safe_load(f)
-    from fedmem.experiment_config import schemas
+    from fedmem.config.experiment import schemas
 
     assert first.startswith("# ") and "audit/pearl" in first
     assert values == {"defaults": ["schema", "_self_"]}  # its defaults are the dataclass's, changed by nothing

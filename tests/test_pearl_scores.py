@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from fedmem.audit.calibration import calibrate_threshold, fpr_curve, histogram, histogram_edges, roc_auc
+from fedmem.audit.calibration import (
+    calibrate_threshold,
+    fpr_curve,
+    histogram,
+    histogram_edges,
+    roc_auc,
+)
 from fedmem.audit.performance import ncd, performance, rouge_l
 from fedmem.audit.sensitivity import (
     SCORES,

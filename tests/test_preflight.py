@@ -6,7 +6,7 @@ import pytest
 
 from bench.references import english_passages
 from fedmem.cli import run_experiment
-from fedmem.experiment_config import compose_dict
+from fedmem.config.experiment import compose_dict
 from tests.conftest import FAST
 
 LOCAL_FAST = [o for o in FAST if not o.startswith(("data.public_size", "data.canary", "data.shared"))]
@@ -85,8 +85,8 @@ def test_every_bad_input_is_one_line_before_the_run_directory(tmp_path, cache_di
 
 
 def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
-    from fedmem.experiment_config import from_dict
-    from fedmem.runtime import preflight
+    from fedmem.config.experiment import from_dict
+    from fedmem.experiment.runtime import preflight
 
     d = compose_dict([*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,mr,pa]"])
     summary = preflight(from_dict(d))
@@ -98,8 +98,8 @@ def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
 
 
 def test_an_id_column_names_the_records_and_the_ground_truth(tmp_path, cache_dir):
+    from fedmem.config.experiment import from_dict
     from fedmem.data import load_federated
-    from fedmem.experiment_config import from_dict
 
     path = _write_jsonl(tmp_path / "ids.jsonl", [{**r, "id": f"note-{i}"} for i, r in enumerate(_rows())])
     d = compose_dict([*LOCAL_FAST, f"cache_dir={cache_dir}", "task=text", "data=local", f"data.path={path}",

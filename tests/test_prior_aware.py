@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.audit.base import AUDIT_METHODS, AuditRun, AuditSample, RoundContext, build_method_config
+from fedmem.audit.base import (
+    AUDIT_METHODS,
+    AuditRun,
+    AuditSample,
+    RoundContext,
+    build_method_config,
+)
 from fedmem.audit.prior_aware import (
     GENERIC_LONG,
     GENERIC_SHORT,
@@ -28,12 +34,12 @@ from fedmem.audit.prior_aware import (
     sample_prior_prefixes,
 )
 from fedmem.audit.training_context import TrainingFrame
-from fedmem.config import Decoding
+from fedmem.common.io import to_jsonable
 from fedmem.data.records import Record
-from fedmem.io import to_jsonable
-from fedmem.model.tiny import qwen2_model
-from fedmem.scoring import prior_logprobs, sequence_logprobs
-from fedmem.views import view_for
+from fedmem.engine.config import Decoding
+from fedmem.engine.model.tiny import qwen2_model
+from fedmem.engine.scoring import prior_logprobs, sequence_logprobs
+from fedmem.reports.views import view_for
 
 # ---------------------------------------------------------------- real tiny parts
 
@@ -441,7 +447,7 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
 
 
 def test_the_paper_preset_draws_5000_prior_prefixes_in_5_trials():
-    from fedmem.experiment_config import compose_dict
+    from fedmem.config.experiment import compose_dict
 
     pa = compose_dict(["experiment=paper"])["audit"]["pa"]
     assert (pa["c"], pa["trials"]) == (5000, 5)

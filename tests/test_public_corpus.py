@@ -6,7 +6,13 @@ import json
 import pytest
 
 from bench.references import english_passages
-from fedmem.data import DataConfig, TaskConfig, format_example, format_prompt, load_federated
+from fedmem.data import (
+    DataConfig,
+    TaskConfig,
+    format_example,
+    format_prompt,
+    load_federated,
+)
 
 SECTIONS = ["alpha", "beta", "gamma"]
 
@@ -92,8 +98,8 @@ def test_plain_text_task_trains_the_text_as_continuation(prose, tiny_tokenizer_e
 
 
 def test_plain_text_audit_samples_prompt_with_the_bare_prefix(prose, tiny_tokenizer_en):
+    from fedmem.audit.config import AuditConfig
     from fedmem.audit.samples import build_audit_run
-    from fedmem.config import AuditConfig
 
     path, _ = prose
     task = TaskConfig(name="text")
@@ -107,16 +113,16 @@ def test_plain_text_audit_samples_prompt_with_the_bare_prefix(prose, tiny_tokeni
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer_en(prose):
-    from fedmem.model.tiny import train_tokenizer
+    from fedmem.engine.model.tiny import train_tokenizer
 
     path, rows = prose
     return train_tokenizer([r["text"] for r in rows], 512)
 
 
 def test_the_tiny_base_is_built_from_the_datas_public_corpus_and_cached_by_it(prose, tmp_path, monkeypatch):
-    import fedmem.model.tiny as tiny
-    from fedmem.config import TinyModelConfig
+    import fedmem.engine.model.tiny as tiny
     from fedmem.data.synthetic import make_public_corpus
+    from fedmem.engine.config import TinyModelConfig
 
     path, rows = prose
     cfg = TinyModelConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -139,8 +145,8 @@ def test_the_tiny_base_is_built_from_the_datas_public_corpus_and_cached_by_it(pr
 
 def test_a_local_text_run_builds_its_own_tokenizer_and_reports_truncation(prose, cache_dir, tmp_path):
     from fedmem.cli import run_experiment
-    from fedmem.experiment_config import compose_dict, from_dict
-    from fedmem.runtime import base_model
+    from fedmem.config.experiment import compose_dict, from_dict
+    from fedmem.experiment.runtime import base_model
     from tests.conftest import FAST
 
     path, _ = prose

@@ -1,6 +1,6 @@
 """The HTML report shows the text it holds: markers and excerpts with angle brackets are escaped, not dropped."""
 
-from fedmem.report import markdown_to_html
+from fedmem.reports.pages import markdown_to_html
 
 
 def test_redaction_markers_and_excerpts_survive_in_the_html():

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fedmem.config.experiment import from_dict
 from fedmem.data import load_federated
-from fedmem.experiment_config import from_dict
-from fedmem.report import REDACTED
+from fedmem.reports.pages import REDACTED
 from tests.conftest import report_schema_errors
 
 

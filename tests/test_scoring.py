@@ -14,8 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from fedmem.model.tiny import qwen2_model
-from fedmem.scoring import PAD_SLACK, prior_logprobs, sequence_logprobs, suffix_blocks, token_logprobs
+from fedmem.engine.model.tiny import qwen2_model
+from fedmem.engine.scoring import (
+    PAD_SLACK,
+    prior_logprobs,
+    sequence_logprobs,
+    suffix_blocks,
+    token_logprobs,
+)
 
 VOCAB = 8
 

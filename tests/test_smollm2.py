@@ -9,7 +9,7 @@ import pytest
 
 from bench.references import english_passages
 from fedmem.cli import main, run_experiment
-from fedmem.experiment_config import compose_dict
+from fedmem.config.experiment import compose_dict
 from tests.conftest import report_schema_errors
 
 
@@ -54,8 +54,8 @@ def test_decoding_loop_greedy_equals_generate_on_smollm2(smollm2_dir):
     template): fedmem's decoding loop and transformers' ``generate`` give the same greedy tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from fedmem.config import Decoding
-    from fedmem.generation import generate_batched
+    from fedmem.engine.config import Decoding
+    from fedmem.engine.generation import generate_batched
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()

@@ -7,7 +7,13 @@ import random
 
 import pytest
 
-from fedmem.audit.suffix_index import ENGLISH_STOPWORDS, IndexConfig, analyze, query_terms, suffix_index
+from fedmem.audit.suffix_index import (
+    ENGLISH_STOPWORDS,
+    IndexConfig,
+    analyze,
+    query_terms,
+    suffix_index,
+)
 
 DOCS = [
     "The patient reports chest pain after climbing stairs.",

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from fedmem.cli import main, run_experiment
-from fedmem.experiment_config import compose_dict, conf_dir, from_dict
-from fedmem.sweep import load_sweep, sweep_tables, write_sweep_report
+from fedmem.config.experiment import compose_dict, conf_dir, from_dict
+from fedmem.reports.sweep import load_sweep, sweep_tables, write_sweep_report
 from tests.conftest import FAST
 
 T_975_1 = 12.706204736174698  # Student's t, 97.5% quantile, 1 degree of freedom (two seeds)

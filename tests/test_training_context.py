@@ -10,14 +10,15 @@ import pytest
 from helpers import USER_TEMPLATE, texts, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import AuditRun, RoundContext, build_method_config
+from fedmem.audit.config import AuditConfig
 from fedmem.audit.mia import MembershipInference
 from fedmem.audit.pearl import PearlSensitivity
 from fedmem.audit.prior_aware import PriorAwareMemorization
 from fedmem.audit.samples import build_audit_run, header_ids, text_sample
-from fedmem.config import AuditConfig, Decoding
 from fedmem.data import ClientSplit, FederatedData, Record, TaskConfig
 from fedmem.data.templates import format_example
-from fedmem.train import tokenize_examples
+from fedmem.engine.config import Decoding
+from fedmem.engine.train import tokenize_examples
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

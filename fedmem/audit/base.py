@@ -14,10 +14,11 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from fedmem.config import Decoding, build_section
-from fedmem.generation import generate_batched
-from fedmem.progress import progress_bar
-from fedmem.scoring import TokenStats, prior_inputs, prior_logprobs, token_stats
+from fedmem.common.fields import build_section
+from fedmem.common.progress import progress_bar
+from fedmem.engine.config import Decoding
+from fedmem.engine.generation import generate_batched
+from fedmem.engine.scoring import TokenStats, prior_inputs, prior_logprobs, token_stats
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,12 @@ class RoundContext:
     @property
     def computing_model(self):
         """The model that generation and scoring run on: the audited model, or (``merge_adapter``) a copy of it
-        with its LoRA adapter merged into the weights (``fedmem.model.load.merged_copy``), built once per round.
+        with its LoRA adapter merged into the weights (``fedmem.engine.model.load.merged_copy``), built once per round.
         Methods that need the adapter itself (switching it off for the base) use ``model``."""
         if not self.merge_adapter:
             return self.model
         if self._merged is None:
-            from fedmem.model.load import merged_copy
+            from fedmem.engine.model.load import merged_copy
 
             self._merged = merged_copy(self.model)
         return self._merged
@@ -171,7 +172,7 @@ class RoundContext:
 
     def token_stats(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[TokenStats]:
         """Per suffix token of each (p, s) pair: log P(s_t | p, s_<t) and the mean and standard deviation of
-        log p over the next-token distribution (``fedmem.scoring.token_stats``), teacher-forced, memoised per pair:
+        log p over the next-token distribution (``fedmem.engine.scoring.token_stats``), teacher-forced, memoised per pair:
         the pairs no method has had scored this round go through one pass, so the attacks and Prior-Aware, which
         score many of the same (prompt, suffix) pairs, share it."""
         pairs = [(tuple(p), tuple(s)) for p, s in pairs]
@@ -185,7 +186,7 @@ class RoundContext:
 
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
-        memoised (each prefix's KV cache serves all suffixes: ``fedmem.scoring.prior_logprobs``)."""
+        memoised (each prefix's KV cache serves all suffixes: ``fedmem.engine.scoring.prior_logprobs``)."""
         rows, cols = prior_inputs(prefixes, suffixes)
         return self._memo(self._prior_cache, (tuple(prefixes), tuple(suffixes)), "prior_logprobs",
                           len(rows) * len(cols), "scoring prior log P(s|q)",
@@ -243,9 +244,9 @@ class AuditMethod:
     Nothing outside a method knows its internals: the auditor builds it from its validated ``Config``, calls
     ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, and calls
     ``close`` at the end of the run. Every section has the same outer shape (``config``, ``headline``, then the
-    method's own figures; see ``fedmem/report.schema.json``); ``figures`` declares the headline's figures, from which
+    method's own figures; see ``fedmem/reports/report.schema.json``); ``figures`` declares the headline's figures, from which
     the console, the pages, ``summary.json`` and the sweep tables show them. How a section reads on a page (its
-    Markdown, plots, the run page's answer) is its view's business (``fedmem.views``): a method computes, imports no
+    Markdown, plots, the run page's answer) is its view's business (``fedmem.reports.views``): a method computes, imports no
     plotting library and renders nothing.
     """
 

@@ -62,13 +62,20 @@ from typing import Literal
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.base import (
+    AuditMethod,
+    AuditRun,
+    AuditSample,
+    Figure,
+    RoundContext,
+    register,
+)
 from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
 from fedmem.audit.samples import draw
 from fedmem.audit.training_context import ScoringContext, check_training_forms
-from fedmem.config import check_fields, option, positive
-from fedmem.fmt import pct
-from fedmem.scoring import TokenStats, token_logprobs
+from fedmem.common.fields import check_fields, option, positive
+from fedmem.common.fmt import pct
+from fedmem.engine.scoring import TokenStats, token_logprobs
 
 Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref"]
 ATTACKS: tuple[str, ...] = typing.get_args(Attack)

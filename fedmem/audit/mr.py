@@ -16,14 +16,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, AuditRun, Figure, RoundContext, register
-from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector, is_incoherent
+from fedmem.audit.detector import (
+    CATEGORIES,
+    DetectorConfig,
+    PlagiarismDetector,
+    is_incoherent,
+)
 from fedmem.audit.mr_stats import mr_figures, newcombe
 from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
 from fedmem.audit.suffix_match import Matches, SuffixMatcher, data_floor, mr_summary
 from fedmem.audit.truth import canary_group
-from fedmem.config import build_section, check_fields, option, positive, section
-from fedmem.generation import decoding_used, hit_cap
-from fedmem.io import atomic_write_jsonl_gz
+from fedmem.common.fields import build_section, check_fields, option, positive, section
+from fedmem.common.io import atomic_write_jsonl_gz
+from fedmem.engine.generation import decoding_used, hit_cap
 
 
 @dataclass

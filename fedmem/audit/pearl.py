@@ -31,7 +31,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.base import (
+    AuditMethod,
+    AuditRun,
+    AuditSample,
+    Figure,
+    RoundContext,
+    register,
+)
 from fedmem.audit.calibration import (
     calibrate_threshold,
     cross_fitted,
@@ -44,13 +51,19 @@ from fedmem.audit.calibration import (
 )
 from fedmem.audit.intervals import rate
 from fedmem.audit.performance import performance
-from fedmem.audit.perturb import bitflip, change_shares, default_replacer, flip_count, sample_rng
+from fedmem.audit.perturb import (
+    bitflip,
+    change_shares,
+    default_replacer,
+    flip_count,
+    sample_rng,
+)
 from fedmem.audit.prompt_splice import splice_prompt
 from fedmem.audit.samples import draw
-from fedmem.audit.training_context import ScoringContext, check_training_forms
 from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
+from fedmem.audit.training_context import ScoringContext, check_training_forms
 from fedmem.audit.truth import canary_group
-from fedmem.config import check_fields, option, option_factory, positive
+from fedmem.common.fields import check_fields, option, option_factory, positive
 
 # Generator streams of the run seed, apart from each other and from the per-sample perturbation generators.
 SPLIT_STREAM, BOOTSTRAP_STREAM = 1, 2

@@ -63,12 +63,23 @@ from typing import Literal
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.base import (
+    AuditMethod,
+    AuditRun,
+    AuditSample,
+    Figure,
+    RoundContext,
+    register,
+)
 from fedmem.audit.intervals import Z95, rate
 from fedmem.audit.samples import draw
-from fedmem.audit.training_context import ScoringContext, TrainingFrame, check_training_forms
+from fedmem.audit.training_context import (
+    ScoringContext,
+    TrainingFrame,
+    check_training_forms,
+)
 from fedmem.audit.truth import canary_group, canary_group_order
-from fedmem.config import check_fields, option, positive
+from fedmem.common.fields import check_fields, option, positive
 
 LN10 = math.log(10.0)
 

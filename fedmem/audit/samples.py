@@ -18,8 +18,8 @@ import random
 from dataclasses import replace
 
 from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.audit.config import AuditConfig
 from fedmem.audit.training_context import TrainingFrame, has_offsets, with_training_form
-from fedmem.config import AuditConfig
 from fedmem.data import continuation_header, format_prompt
 
 # The seed code keeps a text when it has at least prefix_len + 20 tokens, so every suffix has 20 tokens or more.

@@ -21,7 +21,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from fedmem.audit.lucene import Bm25Matrix, standard_tokens
-from fedmem.config import check_fields, option
+from fedmem.common.fields import check_fields, option
 
 # Lucene's English stopword set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list Elasticsearch's `_english_` uses.
 ENGLISH_STOPWORDS = frozenset(

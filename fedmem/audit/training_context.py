@@ -2,7 +2,7 @@
 
 Training renders a record with ``fedmem.data.templates.format_example`` (the chat template over the task's
 instruction and memorization text and the answer, or plain text) and tokenizes the whole rendering
-(``fedmem.train.tokenize_examples``). The prefix the model saw is therefore the first ``prefix_len`` tokens of the
+(``fedmem.engine.train.tokenize_examples``). The prefix the model saw is therefore the first ``prefix_len`` tokens of the
 memorization text *as tokenized inside that sequence*, after the template and the instruction, and the suffix is the
 memorization text's tokens that followed them there. They can differ from the memorization text tokenized alone (a
 token may hold the space before the text), so they are cut from the trained ids themselves: the rendering is
@@ -71,7 +71,7 @@ class TrainingFrame:
         if not has_offsets(tokenizer):
             raise ValueError("the tokenizer reports no character offsets (not a fast tokenizer), so the memorization "
                              "text cannot be located in the trained ids")
-        # the call of fedmem.train.tokenize_examples, with the offsets
+        # the call of fedmem.engine.train.tokenize_examples, with the offsets
         enc = tokenizer(self.before + text + self.after, add_special_tokens=False, return_offsets_mapping=True)
         offsets = [tuple(o) for o in enc["offset_mapping"]]
         start, end = len(self.before), len(self.before) + len(text)

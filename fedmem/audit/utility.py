@@ -11,7 +11,8 @@ import numpy as np
 
 from fedmem.audit.base import AuditMethod, Figure, RoundContext, register
 from fedmem.audit.performance import rouge_l
-from fedmem.config import Decoding, check_fields, option, positive
+from fedmem.common.fields import check_fields, option, positive
+from fedmem.engine.config import Decoding
 
 NAMES = {"rouge_l": "ROUGE-L", "bleu": "BLEU", "accuracy": "accuracy"}
 

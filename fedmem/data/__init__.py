@@ -10,12 +10,24 @@ Public API::
 from __future__ import annotations
 
 from fedmem.data import sources  # noqa: F401  (registers every data source)
-from fedmem.data.config import DATA_SOURCES, DataConfig, DataSourceConfig, TaskConfig, check_configs, register_source
+from fedmem.data.config import (
+    DATA_SOURCES,
+    DataConfig,
+    DataSourceConfig,
+    TaskConfig,
+    check_configs,
+    register_source,
+)
 from fedmem.data.hub import DatasetUnavailableError
 from fedmem.data.load import load_federated, validate_federated
 from fedmem.data.records import ClientSplit, FederatedData, Record
 from fedmem.data.storage import read_ground_truth, write_ground_truth
-from fedmem.data.templates import TEMPLATES, continuation_header, format_example, format_prompt
+from fedmem.data.templates import (
+    TEMPLATES,
+    continuation_header,
+    format_example,
+    format_prompt,
+)
 
 __all__ = [
     "ClientSplit",

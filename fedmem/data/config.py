@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedmem.config import build_variant, check_fields, option
+from fedmem.common.fields import build_variant, check_fields, option
 from fedmem.data.tasks import PRESETS
 from fedmem.data.templates import TEMPLATES, template_fields
 

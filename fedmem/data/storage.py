@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from fedmem.io import atomic_write_text
+from fedmem.common.io import atomic_write_text
 
 GROUND_TRUTH_FILE = "ground_truth.json"
 

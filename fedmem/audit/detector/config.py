@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from fedmem.config import check_fields, option
+from fedmem.common.fields import check_fields, option
 
 # The four memorization categories, most literal first; "none" is the fifth outcome of a pair.
 CATEGORIES = ("verbatim", "paraphrase_high", "paraphrase_low", "idea")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedmem.config import option, option_factory
+from fedmem.common.fields import option, option_factory
 from fedmem.data.config import DataSourceConfig, TaskConfig, register_source
 from fedmem.data.synthetic import make_synthetic
 from fedmem.data.synthetic.vocab import BOILERPLATE

@@ -6,8 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fedmem.config import option, option_factory
-from fedmem.data.config import DataSourceConfig, TaskConfig, normalize_groups, register_source
+from fedmem.common.fields import option, option_factory
+from fedmem.data.config import (
+    DataSourceConfig,
+    TaskConfig,
+    normalize_groups,
+    register_source,
+)
 from fedmem.data.hub import FILE_SUFFIXES
 from fedmem.data.schema import resolve_schema
 from fedmem.data.tabular import load_tabular

@@ -1,0 +1,2 @@
+"""Helpers every part of fedmem uses: atomic file output and JSON (``io``), config fields and their checks
+(``fields``), how numbers read (``fmt``), progress bars (``progress``). Imports nothing else of fedmem."""

@@ -1,0 +1,273 @@
+"""The whole experiment's configuration: composed by Hydra from conf/, validated completely, written and read back.
+
+``conf/`` ships inside the package (as ``fedmem.conf``), so an installed fedmem composes the same defaults from
+any directory. Validation covers every section and every enabled audit method's own config, so a wrong value
+stops the run with one message naming the key before any data is loaded or anything is trained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from fedmem.audit import AUDIT_METHODS, build_method_config
+from fedmem.audit.config import AuditConfig
+from fedmem.common.fields import (
+    build_section,
+    check_fields,
+    field_default,
+    option,
+    positive,
+)
+from fedmem.common.io import atomic_write_text
+from fedmem.data import (
+    DATA_SOURCES,
+    DataConfig,
+    DataSourceConfig,
+    TaskConfig,
+    check_configs,
+)
+from fedmem.engine.config import Decoding, ModelConfig, TrainConfig
+from fedmem.federation.strategies import (
+    CENTRALIZED,
+    STRATEGIES,
+    StrategyConfig,
+    strategy_config,
+)
+
+
+@dataclass
+class SimulationConfig:
+    """How the Flower simulation runs the clients."""
+
+    backend: Literal["ray"] = option("ray", "Flower simulation backend")
+    num_cpus_per_client: float | Literal["auto"] = option(
+        "auto", "Ray CPUs per ClientApp; auto = a round's clients all at once when they number at most two per "
+                "core (a third client on two cores shares them instead of waiting for a second wave), else two per "
+                "core (fedmem.experiment.runtime.client_cpus)")
+    num_gpus_per_client: float = option(0.0, "Ray GPUs per ClientApp")
+    torch_threads: int = option(1, "torch threads inside each ClientApp")
+    ray_address: str | None = option(
+        None, "an existing Ray cluster to run the ClientApps on (host:port of its head, e.g. one started with "
+        "`ray start --head`, or auto); None = a private Ray instance the run starts and stops")
+
+    def __post_init__(self):
+        check_fields(self, "simulation")
+        positive(self, "simulation", "torch_threads")
+        if (self.num_cpus_per_client != "auto" and self.num_cpus_per_client <= 0) or self.num_gpus_per_client < 0:
+            raise ValueError("simulation.num_cpus_per_client must be > 0 and num_gpus_per_client >= 0")
+
+
+@dataclass
+class ExperimentConfig:
+    task: TaskConfig
+    data: DataSourceConfig
+    model: ModelConfig
+    train: TrainConfig
+    strategy: StrategyConfig
+    audit: AuditConfig
+    simulation: SimulationConfig
+    experiment: str = "none"  # the experiment preset (conf/experiment/) that set the audit's decision rules
+    plugins: list[str] = dataclasses.field(default_factory=list)  # modules imported first: methods, sources, strategies
+    seed: int = 0
+    run_dir: str = "runs/latest"
+    cache_dir: str = ".cache/fedmem"
+
+    @property
+    def num_clients(self) -> int:
+        return int(self.data.num_clients)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict in the layout of conf/ (method sections back under ``audit``): ``from_dict`` inverts it."""
+        d = dataclasses.asdict(self)
+        d["audit"] = {**{k: v for k, v in d["audit"].items() if k != "sections"}, **d["audit"]["sections"]}
+        return d
+
+    def hash(self) -> str:
+        """A short hash of everything that changes results (not where they are written)."""
+        d = self.to_dict()
+        for key in ("run_dir", "cache_dir", "experiment"):
+            d.pop(key, None)
+        if not d["plugins"]:  # without plugins the key changes nothing: it need not be written to hash the same
+            d.pop("plugins")
+        d["train"].pop("progress", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    def part_hash(self, *sections: str) -> str:
+        """A short hash of the named sections and the seed: what a cached object (data, base model) depends on,
+        so that a change of the audit settings alone reuses it."""
+        d = self.to_dict()
+        blob = {name: d[name] for name in sections} | {"seed": self.seed}
+        return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def from_dict(d: dict[str, Any]) -> ExperimentConfig:
+    """Build and validate the whole configuration from a plain (resolved) dict."""
+    d = dict(d)
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(ExperimentConfig)})
+    if unknown:
+        raise ValueError(f"unknown top-level option(s) {unknown}")
+    audit = dict(d.get("audit") or {})
+    shared = {f.name for f in dataclasses.fields(AuditConfig)} - {"sections"}
+    # method sections sit under `audit` (conf/ layout); an explicit `sections` key is accepted too
+    sections = {**(audit.pop("sections", None) or {}), **{k: v for k, v in audit.items() if k not in shared}}
+    audit = {k: v for k, v in audit.items() if k in shared}
+    plugins = import_plugins(d.get("plugins"))
+    if "seed" in d and (isinstance(d["seed"], bool) or not isinstance(d["seed"], int)):
+        raise ValueError(f"seed must be an integer, got {d['seed']!r}")
+    cfg = ExperimentConfig(
+        task=build_section(TaskConfig, d.get("task"), "task"),
+        data=DataConfig(**(d.get("data") or {})),
+        model=build_section(ModelConfig, d.get("model"), "model"),
+        train=build_section(TrainConfig, d.get("train"), "train"),
+        strategy=strategy_config(d.get("strategy")),
+        audit=build_section(AuditConfig, {**audit, "sections": sections}, "audit"),
+        simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
+        experiment=str(d.get("experiment", "none")),
+        plugins=plugins,
+        seed=int(d.get("seed", 0)),
+        run_dir=str(d.get("run_dir", "runs/latest")),
+        cache_dir=str(d.get("cache_dir", ".cache/fedmem")),
+    )
+    validate(cfg)
+    return cfg
+
+
+def import_plugins(plugins: Any) -> list[str]:
+    """Import the modules ``plugins`` names (before anything is validated, in every process that reads the config):
+    the audit methods, data sources and strategies they register become known by name."""
+    if plugins is None:
+        return []
+    if not isinstance(plugins, (list, tuple)) or not all(isinstance(m, str) for m in plugins):
+        raise ValueError(f"plugins must be a list of module names, got {plugins!r}")
+    for module in plugins:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"plugins: cannot import {module!r} ({e}); is it on PYTHONPATH or installed?") from None
+    return list(plugins)
+
+
+def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Each enabled audit method's validated config, by name, in the order of ``audit.methods``."""
+    out = {}
+    for name in cfg.audit.methods:
+        if name not in AUDIT_METHODS:
+            raise ValueError(f"audit.methods: unknown method {name!r}; known: {sorted(AUDIT_METHODS)}")
+        out[name] = build_method_config(name, cfg.audit.sections.get(name))
+    return out
+
+
+def validate(cfg: ExperimentConfig) -> None:
+    """Checks across sections, and every enabled audit method's own config: all before training starts."""
+    check_configs(cfg.task, cfg.data)
+    if cfg.strategy.name != CENTRALIZED and cfg.strategy.min_train_nodes > cfg.num_clients:
+        raise ValueError(
+            f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
+        )
+    if cfg.model.offline and not cfg.data.has_public_corpus:
+        raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
+                         "data.public_share=0 with no data.public gives none: set one of them")
+    pool = {"train": cfg.audit.samples_per_client, "test": cfg.audit.test_per_client}
+    pool_key = {"train": "audit.samples_per_client", "test": "audit.test_per_client"}
+    for name, method_cfg in method_configs(cfg).items():
+        method = AUDIT_METHODS[name]
+        method.check(method_cfg, cfg)
+        for split, needed in method.samples_needed(method_cfg).items():
+            if pool[split] != "all" and needed > pool[split]:
+                raise ValueError(f"audit.{name} audits {needed} {split} samples per client, but "
+                                 f"{pool_key[split]} prepares {pool[split]}: raise {pool_key[split]} (or set it "
+                                 f"to all) or lower audit.{name}'s size")
+
+
+# ---------------------------------------------------------------- Hydra composition, files
+
+
+def conf_dir() -> str:
+    """The config tree: $FEDMEM_CONF if set, else the one shipped in the package (conf/ of a checkout)."""
+    env = os.environ.get("FEDMEM_CONF")
+    if env:
+        return str(Path(env).resolve())
+    return str(resources.files("fedmem.conf"))
+
+
+def defaults_of(cls) -> dict[str, Any]:
+    """A config dataclass's defaults as plain data (nested sections as dicts), without running its checks."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        value = field_default(f)
+        if dataclasses.is_dataclass(value):
+            value = dataclasses.asdict(value)
+        if value == {}:  # null, not an empty mapping: Hydra's struct mode refuses keys an override adds to one
+            value = None
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """Every config group's defaults from its dataclass, by the group's package in conf/ (``task``,
+    ``data/synthetic``, ``strategy/fedprox``, ``audit/mr``, ...): the one home of every default. A preset extends its
+    group's schema (``defaults: [schema, _self_]``; ``<name>_schema`` for a data source or a strategy, each with
+    settings of its own) and lists only what it changes."""
+    methods = {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
+    shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
+    # every registered method's settings sit under audit.<name> even without a YAML of its own (or a line in
+    # config.yaml's defaults list), so that `audit.<name>.<key>=...` overrides a new method's setting too
+    out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
+                "simulation": defaults_of(SimulationConfig),
+                "audit": shared | {k.removeprefix("audit/"): v for k, v in methods.items()}},
+           "task": defaults_of(TaskConfig), "audit/decoding": defaults_of(Decoding), **methods}
+    out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
+    out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
+    out["audit/detector"] = out["audit/mr"]["detector"]
+    return out
+
+
+def register_schemas(overrides: list[str] = ()) -> None:
+    """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<name>_schema`` in ``data`` and
+    ``strategy``, the root's as ``schema``), before a composition reads conf/. The plugins an override names (``plugins=[...]``)
+    are imported first, so that their methods' and sources' schemas are there for their YAML and overrides."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("plugins=")]):
+        import_plugins(override.value())
+
+    store = ConfigStore.instance()
+    for package, node in schemas().items():
+        group, _, variant = package.partition("/") if package.startswith(("data/", "strategy/")) else (package, "", "")
+        store.store(name=f"{variant}_schema" if variant else "schema", group=group or None, node=node)
+
+
+def compose_dict(overrides: list[str] | None = None) -> dict:
+    """Compose the config tree with overrides into a plain dict (for tests and ``resolve``), no Hydra run dir."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    register_schemas(list(overrides or []))
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
+    d = OmegaConf.to_container(cfg, resolve=True)
+    d.pop("hydra", None)
+    return d
+
+
+def load_config(path: str | os.PathLike | None) -> ExperimentConfig:
+    """A resolved config written by ``fedmem run`` / ``fedmem resolve`` (YAML), validated; empty: the defaults."""
+    if not path:  # `flwr run .` without --run-config: the default experiment
+        return from_dict({**compose_dict([]), "run_dir": "runs/flwr-default"})
+    with open(path) as f:
+        return from_dict(yaml.safe_load(f))
+
+
+def write_config(cfg: ExperimentConfig, path: str | os.PathLike) -> None:
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

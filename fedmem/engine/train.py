@@ -1,0 +1,84 @@
+"""The local training loop: one client's round, or one epoch of the centralized baseline.
+
+Plain PyTorch: shuffled micro-batches, gradient accumulation up to the effective batch, AdamW over the LoRA
+weights only, and the FedProx proximal term when the server sends mu > 0. The loss covers the whole rendered
+conversation (user turn included): the memorization text lives in the user turn, and it is exactly what the
+audits look for, as in the paper's supervised fine-tuning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fedmem.common.progress import progress_bar
+from fedmem.data.templates import format_example
+from fedmem.engine.batching import language_model_batch
+from fedmem.engine.config import TrainConfig
+
+
+def tokenize_examples(records, tokenizer, plain: bool = False) -> list[list[int]]:
+    """Token ids of each record rendered as trained on (chat template, or plain text), not truncated."""
+    texts = [format_example(tokenizer, r.user, r.assistant, plain) for r in records]
+    return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
+
+
+def trainable_params(model) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def proximal_term(model, global_params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """||w - w_global||² over the trainable (LoRA) weights only; the frozen base never moves."""
+    terms = [((p - global_params[n]) ** 2).sum() for n, p in trainable_params(model).items()]
+    return torch.stack(terms).sum()
+
+
+def train_local(
+    model,
+    examples: list[list[int]],
+    cfg: TrainConfig,
+    seed: int,
+    pad_id: int,
+    proximal_mu: float = 0.0,
+    epochs: int | None = None,
+    desc: str = "train",
+) -> dict[str, float]:
+    """Train ``model`` in place; returns mean loss, optimizer steps and example count."""
+    if not examples:
+        raise ValueError("train_local got no examples")
+    dev = next(model.parameters()).device
+    torch.manual_seed(seed)  # dropout masks
+    gen = torch.Generator().manual_seed(seed)  # shuffling
+    params = trainable_params(model)
+    global_params = {n: p.detach().clone() for n, p in params.items()} if proximal_mu > 0 else None
+    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    epochs = cfg.local_epochs if epochs is None else epochs
+    micro = math.ceil(len(examples) / cfg.batch_size)
+    steps_per_epoch = math.ceil(micro / cfg.grad_accum)
+    model.train()
+    total, count, steps = 0.0, 0, 0
+    with progress_bar(epochs * steps_per_epoch, desc, enabled=cfg.progress) as bar:
+        for _ in range(epochs):
+            order = torch.randperm(len(examples), generator=gen).tolist()
+            batches = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            for start in range(0, len(batches), cfg.grad_accum):
+                group = batches[start : start + cfg.grad_accum]
+                n_seq = sum(len(b) for b in group)
+                for b in group:
+                    ids, labels, att = language_model_batch([examples[i] for i in b], pad_id)
+                    loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=labels.to(dev)).loss
+                    total += loss.item() * len(b)
+                    count += len(b)
+                    # weight each micro-batch by its share of the step's sequences (last group may be short)
+                    (loss * (len(b) / n_seq)).backward()
+                if global_params is not None:
+                    (proximal_mu / 2 * proximal_term(model, global_params)).backward()
+                if cfg.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                steps += 1
+                bar.advance(loss=total / max(count, 1))
+    model.eval()
+    return {"train_loss": total / max(count, 1), "steps": steps, "num_examples": len(examples)}

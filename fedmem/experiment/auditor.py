@@ -1,0 +1,130 @@
+"""The per-round audit of the global model: load its adapter, run every enabled method, write ``round_<r>/``.
+
+Built once per run (the audited samples, indexes and helper models are fixed per run) and called at round 0 and
+after every round (every epoch for the centralized baseline). The caller passes the data and the LoRA model in;
+this layer never trains and never reads back what it wrote.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from fedmem.audit import AUDIT_METHODS, RoundContext
+from fedmem.audit.agreement import agreement
+from fedmem.audit.samples import (
+    build_audit_run,
+    check_common_draw,
+    check_supply,
+    place_common_draw,
+)
+from fedmem.audit.truth import method_verdicts, score_against_truth
+from fedmem.common.progress import progress_bar
+from fedmem.config.experiment import ExperimentConfig, method_configs
+from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.reports.console import round_line
+from fedmem.reports.pages import headline, write_round_report, write_run_report
+
+
+def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
+    """(the run's audit pool, each enabled method's config): the pool built and checked against what every method
+    audits, so that a pool the data cannot fill fails here, before anything is written. The pool carries the
+    common draw (``audit.common_draw``), which every method that decides per train sample must audit."""
+    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
+    configs = method_configs(cfg)
+    check_supply(run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
+    suffix = {name: AUDIT_METHODS[name].min_suffix(c) for name, c in configs.items()}
+    longest = max(suffix, key=suffix.get, default="")
+    min_suffix = suffix.get(longest, 0)
+    run = place_common_draw(run, cfg.audit.common_draw, min_suffix, f"audit.{longest}" if min_suffix else "")
+    audited = {name: AUDIT_METHODS[name].audited_train(c, run) for name, c in configs.items()}
+    check_common_draw(run, {name: ids for name, ids in audited.items() if ids is not None},
+                      {name: size_setting(name, c) for name, c in configs.items()})
+    return run, configs
+
+
+def size_setting(name: str, cfg) -> str:
+    """``audit.<method>.<key>=<value>`` of the method's first size key (``AuditMethod.size_keys``), for errors."""
+    keys = AUDIT_METHODS[name].size_keys
+    return f"audit.{name}.{keys[0]}={getattr(cfg, keys[0], '?')}" if keys else f"audit.{name}'s size"
+
+
+class Auditor:
+    """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
+    in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already).
+    ``pool``: the run's audit pool and method configs (:func:`audit_pool`), built and checked by the caller before
+    anything was written."""
+
+    def __init__(self, cfg: ExperimentConfig, model, tokenizer, pool: tuple, label: str = "fl",
+                 source: dict | None = None, save_adapters: bool = True):
+        self.cfg, self.label = cfg, label
+        self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
+        self.run_dir = Path(cfg.run_dir)
+        self.model, self.tokenizer = model, tokenizer
+        t = time.perf_counter()
+        self.run, configs = pool
+        self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
+        self.setup_seconds = time.perf_counter() - t
+        self.history: list[dict] = []
+        self._t0 = time.perf_counter()
+        self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
+
+    def restore(self, reports: list[dict]) -> None:
+        """Continue a run: the round reports already written (in round order) become this auditor's history, so the
+        run report covers every round."""
+        self.history = list(reports)
+
+    def initial_adapter(self) -> dict:
+        return adapter_state(self.model)
+
+    def evaluate(self, server_round: int, state: dict | None, train_log: dict | None = None,
+                 participation: dict | None = None) -> dict[str, float]:
+        """Load the global adapter (``None``: audit the model as it is), run every audit method, write
+        ``round_<r>/``; returns the headline figures. ``participation``: which clients were sampled, trained
+        and failed in the round (written into the report)."""
+        round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
+        if state is not None:
+            load_adapter_state(self.model, state)
+        out = self.run_dir / f"round_{server_round}"
+        out.mkdir(parents=True, exist_ok=True)
+        if self.save_adapters:
+            save_adapter(self.model, out / "adapter")
+        audit = self.cfg.audit
+        ctx = RoundContext(
+            run=self.run, round=server_round, model=self.model, label=self.label,
+            out_dir=str(out), batch_size=self.cfg.audit.batch_size,
+            generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
+            generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter, show_progress=self.cfg.train.progress,
+        )
+        sections, timings = {}, {}
+        with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
+            for name, method in self.methods.items():
+                bar.describe(f"audit round {server_round}: {name}")
+                t = time.perf_counter()
+                sections[name] = method.audit(ctx)
+                timings[name] = round(time.perf_counter() - t, 3)
+                stages = sections[name].pop("seconds", None)  # timings live beside the figures, not among them
+                if stages:
+                    timings[f"{name}_stages"] = stages
+                bar.advance()
+        truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
+        verdicts = method_verdicts(self.methods, sections)
+        common = {i for ids in self.run.common_draw.values() for i in ids}
+        agreed = agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {}
+        if round_seconds is not None:
+            timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
+        report = write_round_report(
+            out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods, self.run,
+            elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation, truth=truth,
+            agreement=agreed,
+        )
+        print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
+        self.history.append(report)
+        self._last_end = time.perf_counter()
+        return headline(report)
+
+    def finish(self) -> None:
+        write_run_report(self.run_dir, self.cfg, self.history, self.methods)
+        for method in self.methods.values():
+            method.close()

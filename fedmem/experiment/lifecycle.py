@@ -1,0 +1,107 @@
+"""A run's life on disk, in one place: it starts (validated, checked, its resolved config written), it runs
+(``status.json``: running), and it ends finished, failed with its error, or stopped; an interrupted run resumes
+after its last completed round.
+
+The config is validated and resolved once, here, and handed down as an ``ExperimentConfig``; only the Flower
+clients, in their own processes, read the written ``config.yaml`` back. How the rounds are trained is the caller's:
+the CLI passes the Flower simulation in (``server.simulation``), so this module never imports the Flower apps; the
+centralized baseline trains here (``fedmem.experiment.runtime``). A round that falls short of its trained clients is recorded
+by the ServerApp with :func:`record_failure` (Flower only logs an exception of the ServerApp) and raised here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from fedmem.common.io import atomic_write_json
+from fedmem.config.experiment import ExperimentConfig, from_dict, write_config
+from fedmem.experiment.runtime import preflight, run_centralized
+from fedmem.federation.strategies import CENTRALIZED, strategy_named
+
+STATUS = "status.json"  # {"status": running | finished | failed | stopped, ...}
+FAILURE = "round_failure.json"  # a round that fell short of its trained clients, as the ServerApp saw it
+
+
+class RoundFailedError(RuntimeError):
+    """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
+
+
+def set_status(run_dir, status: str, **details) -> None:
+    atomic_write_json(Path(run_dir) / STATUS, {"status": status, **details})
+
+
+def record_failure(run_dir, error: str) -> None:
+    atomic_write_json(Path(run_dir) / FAILURE, {"error": error})
+
+
+def start(d: dict, run_dir: str) -> tuple[ExperimentConfig, str]:
+    """(the validated config, the preflight summary) of a new run: everything checked (``runtime.preflight``), then
+    its directory created and the resolved config written into it. Bad input raises ValueError before any of that."""
+    cfg = from_dict({**d, "run_dir": run_dir})
+    summary = preflight(cfg)  # data, model and audit pool: before the run directory exists or Ray starts
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_config(cfg, Path(run_dir) / "config.yaml")
+    return cfg, summary
+
+
+def completed_round(run_dir) -> int | None:
+    """The last round of a run whose report and adapter were both written: a resumed run continues after it.
+    Rounds are written in order, so this is the longest unbroken prefix of complete rounds."""
+    r = -1
+    while (Path(run_dir) / f"round_{r + 1}" / "report.json").is_file() and \
+            (Path(run_dir) / f"round_{r + 1}" / "adapter" / "adapter_model.safetensors").is_file():
+        r += 1
+    return None if r < 0 else r
+
+
+def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
+    """(config, the last completed round) of an interrupted run; refuses a finished run, a run without a completed
+    round and a strategy whose server state was not saved. Removes the rounds after the last complete one."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise ValueError(f"resume={run_dir}: not a fedmem run directory (no config.yaml)")
+    cfg = from_dict({**yaml.safe_load((run / "config.yaml").read_text()), "run_dir": str(run)})
+    status = run / STATUS
+    if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
+        raise ValueError(f"resume={run_dir}: the run already finished")
+    if strategy_named(cfg.strategy.name).keeps_server_state:
+        raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
+                         f"not save; fedavg, fedprox and centralized runs can be resumed")
+    last = completed_round(run)
+    if last is None:
+        raise ValueError(f"resume={run_dir}: no round was completed (round_0 with its report and adapter); "
+                         f"start the run again")
+    preflight(cfg)
+    for partial in run.glob("round_*"):  # a round interrupted while it was written
+        if int(partial.name.removeprefix("round_")) > last:
+            shutil.rmtree(partial)
+    (run / FAILURE).unlink(missing_ok=True)
+    return cfg, last
+
+
+def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], None], start_round: int = 0) -> Path:
+    """Train and audit a started run (after ``start_round`` when resuming): the centralized baseline here, a
+    federated strategy through ``federated(cfg, start_round)``. ``status.json`` says running, then finished, or
+    failed with the error (re-raised)."""
+    run_dir = Path(cfg.run_dir)
+    running = {"rounds": cfg.strategy.num_rounds} | ({"resumed_after": start_round} if start_round else {})
+    set_status(run_dir, "running", **running)
+    try:
+        if cfg.strategy.name == CENTRALIZED:
+            run_centralized(cfg, start_round)
+        else:
+            federated(cfg, start_round)
+        if (run_dir / FAILURE).is_file():
+            raise RoundFailedError(json.loads((run_dir / FAILURE).read_text())["error"])
+        if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
+            raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
+    except BaseException as e:
+        set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}")
+        raise
+    set_status(run_dir, "finished", rounds=cfg.strategy.num_rounds)
+    return run_dir

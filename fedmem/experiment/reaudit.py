@@ -1,0 +1,293 @@
+"""Audits without training: the saved rounds of a run under other audit settings, or a model fedmem did not train.
+
+    fedmem audit run=<run dir> [rounds=0,3] [name=<name>] [audit.* overrides, audit/<group>=<preset>, experiment=...]
+    fedmem audit -m run=<run dir> audit.prefix_len=10,30,50,100 audit/decoding=top_k,top_p,temperature
+    fedmem audit model.path=<HF model dir> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
+    fedmem audit model.gguf_file=<file.gguf> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
+
+A re-audit reads the run's own resolved ``config.yaml``, changes ``audit.*`` only (anything that shaped training is
+refused, naming the key), loads each saved ``round_<r>/adapter`` and writes the same reports as a training run
+under ``<run>/audits/<name>/``; the run's own reports are never touched. An external model is audited once, as
+round 0, with the papers' audit rules (``experiment=paper``) unless told otherwise; its reports name the model and
+adapter it audited, with hashes of their files. Every check happens before any output directory exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import time
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from fedmem.audit import AUDIT_METHODS
+from fedmem.common.io import atomic_write_json
+from fedmem.config.experiment import (
+    ExperimentConfig,
+    compose_dict,
+    conf_dir,
+    from_dict,
+    schemas,
+    write_config,
+)
+from fedmem.engine.model.gguf import gguf_identity
+from fedmem.engine.model.load import (
+    check_local_model,
+    load_audited_model,
+    load_tokenizer,
+)
+from fedmem.experiment.auditor import Auditor, audit_pool
+from fedmem.experiment.runtime import (
+    federated_data,
+    make_auditor,
+    run_audit_pool,
+    saved_adapter,
+)
+from fedmem.federation.strategies import CENTRALIZED
+from fedmem.reports.sweep import write_sweep_report
+
+# what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
+REAUDIT_KEYS = ("audit.", "audit/", "experiment")
+
+
+def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(``run`` / ``rounds`` / ``name`` values, the config overrides), in order."""
+    special, overrides = {}, []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            raise ValueError(f"fedmem audit: expected key=value, got {arg!r}")
+        if key in ("run", "rounds", "name"):
+            special[key] = value
+        else:
+            overrides.append(arg)
+    return special, overrides
+
+
+def group_packages() -> dict[str, str]:
+    """Config group -> where its preset goes in the config, read from conf/config.yaml's defaults list
+    (``audit/detector@audit.mr.detector``: the group audit/detector fills ``audit.mr.detector``)."""
+    defaults = yaml.safe_load((Path(conf_dir()) / "config.yaml").read_text())["defaults"]
+    out = {}
+    for entry in defaults:
+        if isinstance(entry, dict):
+            (key, _), = entry.items()
+            if key.startswith("override "):
+                continue
+            group, _, package = key.partition("@")
+            out[group] = package or group.replace("/", ".")
+    return out
+
+
+def apply_overrides(d: dict, overrides: list[str]) -> dict:
+    """``d`` with Hydra-style overrides applied: ``a.b=value`` sets a key, ``group=preset`` loads a preset of a
+    config group (conf/<group>/<preset>.yaml) into its place."""
+    groups = group_packages()
+    cfg = OmegaConf.create(d)
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in groups:
+            path = Path(conf_dir()) / key / f"{value}.yaml"
+            if not path.is_file():
+                known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+                raise ValueError(f"{key}={value}: no such preset; known: {known}")
+            preset = OmegaConf.load(path)
+            extends = list(preset.pop("defaults", None) or [])
+            if extends == ["schema", "_self_"]:  # a preset listing only its changes to the group's schema
+                preset = OmegaConf.merge(schemas()[key], preset)
+            elif extends or "hydra" in preset:  # a study preset: a whole sweep of trainings
+                raise ValueError(f"{key}={value} is a study preset (it composes other presets and sweeps training "
+                                 f"settings); re-audit with its audit settings as overrides instead")
+            if "@package _global_" in path.read_text().split("\n", 1)[0]:
+                cfg = OmegaConf.merge(cfg, preset)
+            else:
+                OmegaConf.update(cfg, groups[key], preset, merge=False)
+        else:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def audit_name(overrides: list[str]) -> str:
+    """A directory name from the overrides (``prefix_len=10,decoding=top_p``); ``rerun`` without any."""
+    parts = [o.removeprefix("audit.").removeprefix("audit/").replace("/", "-") for o in overrides]
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", ",".join(parts))[:120] or "rerun"
+
+
+def saved_rounds(run: Path) -> list[int]:
+    adapters = run.glob("round_*/adapter/adapter_config.json")
+    return sorted(int(p.parent.parent.name.removeprefix("round_")) for p in adapters)
+
+
+def _rounds(run: Path, spec: str | None) -> list[int]:
+    saved = saved_rounds(run)
+    if not saved:
+        raise ValueError(f"run={run}: no saved round_<r>/adapter to audit")
+    if not spec:
+        return saved
+    try:
+        wanted = [int(r) for r in spec.strip("[]").split(",") if r.strip()]
+    except ValueError:
+        raise ValueError(f"rounds={spec}: expected round numbers, e.g. rounds=0,3") from None
+    missing = [r for r in wanted if r not in saved]
+    if missing:
+        raise ValueError(f"rounds={spec}: round(s) {missing} have no saved adapter in {run}; saved: {saved}")
+    return wanted
+
+
+def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out: Path | None = None
+                    ) -> tuple[ExperimentConfig, list[int], Path]:
+    """Validate everything about a re-audit, the data's sample pool included, and return (its config, the rounds,
+    the training run). Nothing is written."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise ValueError(f"run={run_dir}: not a fedmem run directory (no config.yaml)")
+    for override in overrides:
+        key = override.partition("=")[0]
+        if not key.startswith(REAUDIT_KEYS):
+            raise ValueError(f"{key}: shaped training and cannot change in a re-audit (only audit.*, audit/<group> and "
+                             f"experiment may); train a new run instead")
+    d = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
+    d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
+    cfg = from_dict(d)
+    rounds_ = _rounds(run, rounds)
+    run_audit_pool(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
+    return cfg, rounds_, run
+
+
+def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
+    """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
+    source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
+    label = "cl" if cfg.strategy.name == CENTRALIZED else "fl"
+    auditor = make_auditor(cfg, label, source=source, save_adapters=False)
+    out = Path(cfg.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(cfg, out / "config.yaml")
+    atomic_write_json(out / "audit.json", source)
+    for r in rounds:
+        state = saved_adapter(run, r)
+        trained = run / f"round_{r}" / "report.json"
+        train_log = json.loads(trained.read_text()).get("train", {}) if trained.is_file() else {}
+        auditor.evaluate(r, state, train_log)
+    auditor.finish()
+    return out
+
+
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """Every combination of a sweep's values, read with Hydra's own override grammar (``a=1,2``, ``range(1,4)``,
+    ``choice(...)``; a list ``[a,b]`` or a quoted ``"a,b"`` is one value), as a training sweep reads them."""
+    choices = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_sweep_override():
+            key = override.get_key_element()
+            choices.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            choices.append([override.input_line])
+    return [list(combo) for combo in itertools.product(*choices)]
+
+
+def prepare_reaudit_sweep(run_dir: str, overrides: list[str], rounds: str | None, name: str | None):
+    """One re-audit per combination, as jobs ``<run>/audits/<name>/<i>/``, then the sweep tables. Every job is
+    validated here, before the first one runs; returns the function that runs them."""
+    run = Path(run_dir)
+    sweep = run / "audits" / (name or time.strftime("sweep-%Y%m%d-%H%M%S"))
+    jobs = [prepare_reaudit(run_dir, combo, rounds, out=sweep / str(i)) + (combo,)
+            for i, combo in enumerate(expand_sweep(overrides))]  # every job checked before the first one runs
+
+    def run_jobs() -> Path:
+        sweep.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(sweep / "sweep.json", {"audit_only": True, "run": str(run), "overrides": overrides})
+        for cfg, rs, _, combo in jobs:
+            print(reaudit(cfg, rs, run, combo), flush=True)
+        return write_sweep_report(sweep)
+
+    return run_jobs
+
+
+def _files_sha256(directory: str) -> str:
+    """One hash over every file below ``directory`` (relative names and contents, in sorted order)."""
+    h = hashlib.sha256()
+    root = Path(directory)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def prepare_external(overrides: list[str], name: str | None) -> tuple[ExperimentConfig, tuple]:
+    """(the config, the audit pool) of an external model's audit, everything validated (config, model and adapter
+    directories, the data's sample pool with the model's tokenizer); nothing is written."""
+    preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
+    d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
+    path = (d.get("model") or {}).get("path")
+    gguf = (d.get("model") or {}).get("gguf_file")
+    if d["model"]["name"] == "tiny" and (path or gguf):  # no model preset named: call the model by its file
+        d["model"]["name"] = Path(path).name if path else Path(gguf).stem
+    d["run_dir"] = str(Path("runs") / (name or time.strftime(f"audit-%Y%m%d-%H%M%S-{d['task']['name']}")))
+    cfg = from_dict(d)
+    check_local_model(cfg.model)
+    check_membership(cfg)
+    return cfg, audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
+
+
+def check_membership(cfg: ExperimentConfig) -> None:
+    """fedmem did not train this model, so its own split says nothing about which rows the model saw: a method
+    that compares members with non-members needs the data to say it (``data.membership_column``)."""
+    comparing = [m for m in cfg.audit.methods if AUDIT_METHODS[m].compares_members]
+    if comparing and not cfg.data.marks_membership:
+        raise ValueError(f"audit.methods {comparing} compare the rows a model was trained on with rows it was not, and "
+                         f"fedmem did not train this model: name the data's column that says so per row "
+                         f"(data.membership_column, values train / test / public), or leave those methods out")
+
+
+def audit_external(cfg: ExperimentConfig, pool: tuple) -> Path:
+    """Audit ``model.path`` or ``model.gguf_file`` (+ ``model.adapter``) on the configured clients' data, once, as
+    round 0, over the pool :func:`prepare_external` built."""
+    if cfg.model.gguf_file:
+        ident = gguf_identity(cfg.model)
+        model_name, model_sha256 = ident["gguf_file"], ident["gguf_sha256"]
+    else:
+        model_name, model_sha256 = cfg.model.path, _files_sha256(cfg.model.path)
+    source = {"kind": "external", "model": model_name, "model_sha256": model_sha256, "adapter": cfg.model.adapter,
+              "adapter_sha256": _files_sha256(cfg.model.adapter) if cfg.model.adapter else None}
+    data = federated_data(cfg)
+    source["membership"] = data.ground_truth.get("membership") or {"source": "split", "seed": cfg.seed}
+    model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
+    auditor = Auditor(cfg, model, tokenizer, pool, label="fl", source=source, save_adapters=False)
+    out = Path(cfg.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(cfg, out / "config.yaml")
+    atomic_write_json(out / "audit.json", source)
+    auditor.evaluate(0, None)
+    auditor.finish()
+    return out
+
+
+def prepare_audit(argv: list[str]) -> Callable[[], Path]:
+    """``fedmem audit`` (see the module docstring): validate everything, then return the function that runs the
+    audit and returns its output directory. Bad input raises ValueError here, before anything is written."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    multirun = bool(argv) and argv[0] in ("-m", "--multirun")
+    try:
+        special, overrides = split_args(argv[1:] if multirun else argv)
+        if "run" in special:
+            if multirun:
+                return prepare_reaudit_sweep(special["run"], overrides, special.get("rounds"), special.get("name"))
+            out = Path(special["run"]) / "audits" / special["name"] if special.get("name") else None
+            cfg, rounds, run = prepare_reaudit(special["run"], overrides, special.get("rounds"), out)
+            return lambda: reaudit(cfg, rounds, run, overrides)
+        if multirun or "rounds" in special:
+            raise ValueError("fedmem audit: -m and rounds= need run=<run dir> (a training run's saved rounds)")
+        cfg, pool = prepare_external(overrides, special.get("name"))
+        return lambda: audit_external(cfg, pool)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ValueError(str(e).strip().splitlines()[0]) from None

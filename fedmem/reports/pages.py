@@ -1,0 +1,433 @@
+"""Reports: ``round_<r>/report.json`` + ``report.md`` / ``report.html`` per round, and the run page.
+
+``report.json`` follows ``fedmem/reports/report.schema.json`` (its ``schema_version`` is :data:`SCHEMA_VERSION`): keys in
+snake_case, a client always named by its integer id (the report's ``clients`` list gives each id its name from
+the data), every audit section with a ``config`` and a ``headline`` of scalar figures, a figure's 95% interval
+beside it as ``<figure>_ci95``. The HTML pages embed their figures, so a page can be mailed alone.
+
+Every file is written atomically (temp file + rename), so an interrupted run never leaves a half-written report.
+Training text is redacted by the methods themselves (``AuditRun.redact``) unless ``audit.reveal_text`` is set;
+every page says which.
+"""
+
+from __future__ import annotations
+
+import base64
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+
+from fedmem.audit.base import declared_figures
+from fedmem.common.fmt import figure_text, pct
+from fedmem.common.io import (
+    atomic_write_json,
+    atomic_write_text,
+    pyplot,
+    save_figure,
+    to_jsonable,
+)
+from fedmem.reports.views import view_for
+
+SCHEMA_VERSION = 1
+PACKAGES = ("fedmem", "torch", "transformers", "peft", "flwr", "scipy", "spacy", "numpy")
+REDACTED = ("Training text is redacted on this page: each excerpt shows as <redacted sha256:… len=…> (a hash of "
+            "the text and its length). Run with audit.reveal_text=true to keep the text in the reports and records.")
+COVERAGE = ("The intervals cover the audit's sampling (which samples were drawn, and the outputs sampled for them), "
+            "not the variance of training itself: run other seeds (fedmem run -m seed=0,1,2) to see that, and compare "
+            "figures to the last digit only between runs on the same hardware and thread count.")
+REVEALED = ("This page shows training text (`audit.reveal_text=true`): share it only with those allowed to see the "
+            "clients' data.")
+
+
+def headline(report: dict) -> dict[str, float]:
+    """A round report's scalar headline figures, as ``<method>/<figure>`` (plotted and tabled as curves)."""
+    out = {}
+    for name, sec in report.get("audit", {}).items():
+        for k, v in (sec.get("headline") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"{name}/{k}"] = float(v)
+    loss = mean_train_loss(report)
+    if loss is not None:
+        out["train/train_loss"] = loss
+    return out
+
+
+def intervals(report: dict) -> dict[str, list[float]]:
+    """The 95% intervals of a round's headline figures, as ``<method>/<figure>``: [lo, hi]."""
+    out = {}
+    for name, sec in report.get("audit", {}).items():
+        for k, v in (sec.get("headline") or {}).items():
+            if k.endswith("_ci95") and v:
+                out[f"{name}/{k[: -len('_ci95')]}"] = [float(v[0]), float(v[1])]
+    return out
+
+
+def mean_train_loss(report: dict) -> float | None:
+    losses = [row["train_loss"] for row in report.get("train", []) if row.get("train_loss") is not None]
+    return sum(losses) / len(losses) if losses else None
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for p in PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222;"
+       "line-height:1.45}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+       "text-align:left;vertical-align:top}th{background:#f4f4f4}img{max-width:100%}"
+       "blockquote{margin:1em 0;padding:.5em 1em;background:#fff8e1;border-left:4px solid #f0b400}"
+       "h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}code{background:#f4f4f4;padding:0 3px}")
+
+
+def markdown_to_html(md: str, title: str, base_dir: Path | None = None) -> str:
+    """A self-contained HTML page of a Markdown report: figures in ``base_dir`` embedded as data URIs, links to
+    sibling ``.md`` pages pointed at their ``.html`` twins."""
+    import markdown
+
+    # The reports hold no intended HTML, but their text does (the "<redacted …>" markers, revealed excerpts): escape
+    # "<" so that a browser shows it instead of dropping it as an unknown tag.
+    body = markdown.markdown(md.replace("&", "&amp;").replace("<", "&lt;"), extensions=["tables"])
+    body = re.sub(r'href="([^":]+)\.md"', r'href="\1.html"', body)
+    if base_dir is not None:
+        def embed(m: re.Match) -> str:
+            path = Path(base_dir) / m.group(1)
+            if not path.is_file():
+                return m.group(0)
+            return f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"'
+
+        body = re.sub(r'src="([^":]+\.png)"', embed, body)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{CSS}</style></head>"
+            f"<body>{body}</body></html>")
+
+
+def _source_line(source: dict) -> str:
+    lines = []
+    if source.get("kind") == "reaudit":
+        lines.append(f"Audit only: the saved adapter of run `{source['run']}`, round trained there; audit overrides: "
+                     f"{', '.join(f'`{o}`' for o in source['overrides']) or 'none'}")
+    if source.get("kind") == "external":
+        adapter = (f", adapter `{source['adapter']}` (sha256 {source['adapter_sha256'][:12]})"
+                   if source.get("adapter") else "")
+        lines.append(f"Audit only: model `{source['model']}` (sha256 {source['model_sha256'][:12]}){adapter}")
+        member = source.get("membership") or {}
+        lines.append("Members and non-members: " + (f"the data's column `{member['column']}` (train / test)"
+                                                     if member.get("source") == "column" else
+                                                     "fedmem's own seeded split of the data, which says nothing "
+                                                     "about what this model was trained on"))
+    if source.get("gguf_file"):
+        lines.append(_gguf_base(source))
+    return "\n\n".join(lines)
+
+
+def _gguf_base(source: dict) -> str:
+    return f"Base model: GGUF file `{source['gguf_file']}` (sha256 {source['gguf_sha256'][:12]})"
+
+
+def train_rows(train_log: dict | list) -> list[dict]:
+    """The round's training log as rows ``{"client": id, ...}`` in client order (``client`` is null for the
+    centralized baseline, which trains on every client's data). Rows already (a re-audit copies a report's
+    training log) pass as they are."""
+    if isinstance(train_log, list):
+        return train_log
+    rows = []
+    for key, metrics in train_log.items():
+        row = {k: v for k, v in metrics.items() if k != "partition_id"}
+        rows.append({"client": int(key) if str(key).isdigit() else None, **row})
+    return sorted(rows, key=lambda r: -1 if r["client"] is None else r["client"])
+
+
+def client_table(run) -> list[dict]:
+    """``[{"id", "name", "train_size"}]``: every client of the run, in id order."""
+    return [{"id": c, "name": run.client_names[c], "train_size": run.train_sizes[c]} for c in run.clients]
+
+
+def _note(reveal: bool) -> list[str]:
+    return [f"> {REVEALED if reveal else REDACTED}", ""]
+
+
+def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
+                       train_log: dict, methods: dict, run, elapsed: float, source: dict | None = None,
+                       participation: dict | None = None, truth: dict | None = None,
+                       agreement: dict | None = None) -> dict:
+    """``report.json``, ``report.md`` and ``report.html`` of one audited round. ``source`` says what was audited:
+    a model trained by this run (``{"kind": "training"}``), a saved round re-audited, or an external model;
+    ``run`` is the run's ``AuditRun`` (its clients and their names); ``truth``: each method scored against the
+    data's ground truth, when it has one; ``agreement``: how the methods' per-sample verdicts agree
+    (``fedmem.audit.agreement``)."""
+    source = source or {"kind": "training"}
+    report = to_jsonable({
+        "schema_version": SCHEMA_VERSION,
+        "round": server_round,
+        "source": source,
+        "label": label,
+        "config_hash": cfg.hash(),
+        "seed": cfg.seed,
+        "task": cfg.task.name,
+        "model": cfg.model.name,
+        "strategy": cfg.strategy.name,
+        "experiment": cfg.experiment,
+        "reveal_text": run.reveal_text,
+        "clients": client_table(run),
+        "train": train_rows(train_log),
+        "participation": participation or {},
+        "audit": sections,
+        "ground_truth_scores": truth or {},
+        "agreement": agreement or {},
+        "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
+        "versions": versions(),
+        "config": cfg.to_dict(),
+    })
+    atomic_write_json(out / "report.json", report)
+    names = {c["id"]: c["name"] for c in report["clients"]}
+    lines = [f"# Round {server_round}: {label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model "
+             f"{cfg.model.name}", "",
+             f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`; "
+             f"[run page](../report.md); every figure of this page and more: [report.json](report.json)", "",
+             *_note(run.reveal_text)]
+    if _source_line(source):
+        lines += [_source_line(source), ""]
+    if report["train"]:
+        lines += ["## Training", "", "| client | train loss | steps | examples | cut to the sequence length |",
+                  "|---|---|---|---|---|"]
+        for m in report["train"]:
+            cut = (f"{m['truncated_examples']} (at {m['max_seq_len']} tokens)" if "truncated_examples" in m else "")
+            who = "all (centralized)" if m["client"] is None else names.get(m["client"], m["client"])
+            lines.append(f"| {who} | {m.get('train_loss', float('nan')):.4f} | {m.get('steps', '')} | "
+                         f"{m.get('num_examples', '')} | {cut} |")
+        lines.append("")
+    for name, method in methods.items():
+        sec, view = report["audit"].get(name, {}), view_for(method)
+        lines += [f"## {method.title or name} ({timings.get(name, 0):.1f} s)", ""]
+        if sec.get("note"):
+            lines += [f"> **Note.** {sec['note']}", ""]
+        lines += [view.markdown(sec) or "", ""]
+        for title, fname in view.render(sec, str(out)):
+            lines += [f"![{title}]({fname})", ""]
+    if report.get("ground_truth_scores"):
+        lines += _truth_table(report["ground_truth_scores"])
+    if report.get("agreement"):
+        lines += _agreement_table(report["agreement"])
+    md = "\n".join(lines)
+    atomic_write_text(out / "report.md", md)
+    atomic_write_text(out / "report.html", markdown_to_html(md, f"fedmem round {server_round}", out))
+    return report
+
+
+def _agreement_table(agreed: dict) -> list[str]:
+    """The methods' agreement on the common draw: Cohen's kappa with its interval, the Jaccard overlap and the samples
+    in common per pair ("too few (n)" below the minimum); then Spearman's rank correlation, the canary table and the
+    agreement with the planted truth."""
+    labels, size = agreed["methods"], len(agreed["methods"])
+    fmt = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+
+    def pair(i: int, j: int) -> str:
+        ci = agreed["kappa_ci95"][i][j]
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        return (agreed["reason"][i][j] or
+                f"{fmt(agreed['kappa'][i][j])}{interval} · {fmt(agreed['jaccard'][i][j])} · {agreed['n'][i][j]}")
+
+    lines = ["## Agreement between methods", "",
+             f"On the common draw: the same {agreed['common']} ordinary training samples, drawn at random per client "
+             "(audit.common_draw), that every method audits; canaries are set apart below. Per pair: Cohen's kappa of "
+             f"the two decisions with its 95% bootstrap interval ({agreed['resamples']} resamples), the Jaccard "
+             f"overlap of the samples they flag, and n, the common samples both decided; a pair with fewer than "
+             f"{agreed['min_common']} has no figures (too few). A dash: undefined (no sample flagged by either, or "
+             "both constant).", "",
+             "| kappa [95% CI] · Jaccard · n | " + " | ".join(labels) + " | flagged |", "|---" * (size + 2) + "|"]
+    for i, a in enumerate(labels):
+        cells = [pair(i, j) for j in range(size)]
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {agreed['flagged'][i]} of {agreed['audited'][i]} |")
+    lines += ["", "| Spearman | " + " | ".join(labels) + " |", "|---" * (size + 1) + "|"]
+    lines += [f"| {a} | " + " | ".join(agreed["reason"][i][j] or fmt(agreed["spearman"][i][j]) for j in range(size))
+              + " |" for i, a in enumerate(labels)]
+    if agreed.get("canaries"):
+        lines += ["", "Planted canaries, by copies: flagged of audited (a dash: the method audits none of them).", "",
+                  "| canary copies | " + " | ".join(labels) + " |", "|---" * (size + 1) + "|"]
+        for group, by_label in agreed["canaries"].items():
+            counts = [by_label.get(lab, {"audited": 0}) for lab in labels]
+            lines.append(f"| {group} | " + " | ".join(
+                f"{c['flagged']} of {c['audited']}" if c["audited"] else "–" for c in counts) + " |")
+    if agreed.get("truth"):
+        lines += ["", "Against the planted truth (Cohen's kappa, n samples with known truth): " + "; ".join(
+            f"{lab} {fmt(t['kappa'])} (n {t['n']})" for lab, t in agreed["truth"].items()) + "."]
+    return lines + [""]
+
+
+def _truth_table(truth: dict) -> list[str]:
+    fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    return ["## Detectors against the ground truth", "",
+            "Positives: planted canaries with at least 2 copies; negatives: generic boilerplate and held-out "
+            "samples.", "",
+            "| method | positives | negatives | precision | recall | ROC AUC |", "|---|---|---|---|---|---|",
+            *[f"| {m} | {v['positives']} | {v['negatives']} | {pct(v['precision'])} | {pct(v['recall'])} | "
+              f"{fmt(v['roc_auc'])} |" for m, v in truth.items()], ""]
+
+
+def _curves(history: list[dict]) -> tuple[dict, dict]:
+    """({figure: [(round, value)]}, {figure: [(round, lo, hi)]}) over the audited rounds."""
+    curves: dict[str, list] = {}
+    bands: dict[str, list] = {}
+    for rep in history:
+        for k, v in headline(rep).items():
+            curves.setdefault(k, []).append((rep["round"], v))
+        for k, (lo, hi) in intervals(rep).items():
+            bands.setdefault(k, []).append((rep["round"], lo, hi))
+    return curves, bands
+
+
+def _panel(run_dir: Path, fname: str, title: str, y_label: str, lines: dict[str, str], curves: dict, bands: dict,
+           percent: bool) -> str | None:
+    """One plot over rounds: a line per figure, its 95% interval as a band, integer rounds, the legend beside."""
+    shown = {k: label for k, label in lines.items() if k in curves}
+    if not shown:
+        return None
+    plt = pyplot()
+    scale = 100.0 if percent else 1.0
+    fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
+    for k, label in shown.items():
+        xs, ys = zip(*curves[k])
+        (line,) = ax.plot(xs, [scale * y for y in ys], marker="o", label=label)
+        if k in bands:
+            bx, lo, hi = zip(*bands[k])
+            ax.fill_between(bx, [scale * v for v in lo], [scale * v for v in hi], color=line.get_color(), alpha=0.15,
+                            lw=0)
+    rounds = sorted({x for k in shown for x, _ in curves[k]})
+    ax.set_xticks(rounds)
+    ax.set_xlabel("round (0: before fine-tuning)")
+    ax.set_ylabel(y_label)
+    ax.set_title(title, fontsize=10)
+    if percent:
+        ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return save_figure(fig, run_dir / fname, dpi=90)
+
+
+def _configuration(cfg, source: dict, methods: dict) -> list[str]:
+    """The run page's configuration table; ``source``: the first round report's, which names a GGUF base model's
+    file and sha256."""
+    d = cfg.to_dict()
+    m, t, s, a, data = d["model"], d["train"], d["strategy"], d["audit"], d["data"]
+    rows = [
+        ("experiment", f"`{d['experiment']}`, seed {d['seed']}, config hash `{cfg.hash()}`"),
+        ("task / data", f"{d['task']['name']}; {data['source']} data, {data['num_clients']} clients x "
+                        f"{data['train_per_client']} train / {data['test_per_client']} test records"),
+        ("model", f"{m['name']}" + (f" (`{m['path']}`)" if m.get("path") else "") +
+         (f" (GGUF file `{source['gguf_file']}`, sha256 {source['gguf_sha256'][:12]})" if source.get("gguf_file")
+          else "") +
+         f"; LoRA r {m['lora_r']}, alpha {m['lora_alpha']}, dropout {m['lora_dropout']}; sequence length "
+         f"{m['max_seq_len']}"),
+        ("training", f"{s['name']}, {s['num_rounds']} rounds" +
+         "".join(f", {k.replace('_', ' ')} {v}" for k, v in cfg.strategy.own_settings().items()) +
+         f", fraction of clients per round {s['fraction_train']}; {t['local_epochs']} local epoch(s), learning rate "
+         f"{t['lr']}, batch {t['batch_size']} (effective {t['effective_batch']})"),
+        ("audit", f"prefix {a['prefix_len']} tokens (the suffix: the rest of the text), {a['decoding']['strategy']} "
+                  f"decoding; methods: {', '.join(a['methods'])}; text {'shown' if a['reveal_text'] else 'redacted'}"),
+    ]
+    for name in a["methods"]:
+        sec, keys = a.get(name) or {}, getattr(methods.get(name), "size_keys", ())
+        size = {k: sec[k] for k in keys if k in sec}
+        if size:
+            rows.append((f"audit.{name}", ", ".join(f"{k} {v}" for k, v in size.items())))
+    return ["## Configuration", "", "| setting | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], "",
+            "The full resolved configuration: [config.yaml](config.yaml).", ""]
+
+
+def _health(history: list[dict]) -> str:
+    """One line on whether every round trained every sampled client."""
+    problems = []
+    for rep in history:
+        p = rep.get("participation") or {}
+        failed = len(p.get("failed") or []) + int(p.get("no_reply") or 0)
+        if failed:
+            problems.append(f"round {rep['round']}: {failed} of {p.get('sampled')} sampled clients sent no update")
+    if problems:
+        return "**Run health.** " + "; ".join(problems) + "."
+    return "**Run health.** Every sampled client sent its update in every round."
+
+
+def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> None:
+    """``summary.json`` (headline figures and their intervals per round) and the run page: the answer at the last
+    round, one panel per metric over rounds, the ground-truth scores, the configuration."""
+    run_dir = Path(run_dir)
+    curves, bands = _curves(history)
+    rounds = [h["round"] for h in history]
+    summary = {"schema_version": SCHEMA_VERSION, "config_hash": cfg.hash(),
+               "label": history[0]["label"] if history else None, "strategy": cfg.strategy.name, "rounds": rounds,
+               "curves": curves, "ci95": bands}
+    atomic_write_json(run_dir / "summary.json", to_jsonable(summary))
+    reveal = bool(cfg.audit.reveal_text)
+    lines = [f"# fedmem run: {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name}", "",
+             *_note(reveal)]
+    if history:
+        first, last = history[0], history[-1]
+        lines += [f"## The answer at round {last['round']}", "",
+                  f"Every rate with its 95% interval in brackets. {COVERAGE}", ""]
+        views = {name: view_for(method) for name, method in methods.items()}
+        # the memorization answers first (methods with a figure where higher means more memorization), then the rest
+        answers = sorted(methods, key=lambda name: not any(f.memorization for f in methods[name].figures))
+        for name in answers:
+            if name in last["audit"] and name in first["audit"]:
+                text = views[name].summary(first["audit"][name], last["audit"][name])
+                if text:
+                    lines += [text, ""]
+        loss = [(h["round"], mean_train_loss(h)) for h in history if mean_train_loss(h) is not None]
+        if loss:
+            lines += [f"**Training.** Mean train loss over clients {loss[0][1]:.3f} (round {loss[0][0]}) → "
+                      f"{loss[-1][1]:.3f} (round {loss[-1][0]}).", ""]
+        lines += [_health(history), ""]
+        lines += ["## Over rounds", ""]
+        panels = [(name, f"panel_{name}_{i}.png", p) for name, view in views.items()
+                  for i, p in enumerate(view.panels)]
+        for name, fname, p in panels:
+            made = _panel(run_dir, fname, p.title, p.y_label, {f"{name}/{k}": v for k, v in p.figures.items()},
+                          curves, bands, p.percent)
+            if made:
+                lines += [f"![{p.title}]({made})", ""]
+        made = _panel(run_dir, "panel_train.png", "Training", "mean train loss", {"train/train_loss": "train loss"},
+                      curves, bands, percent=False)
+        if made:
+            lines += [f"![Training]({made})", ""]
+        for name, view in views.items():
+            secs = [h["audit"][name] for h in history if name in h["audit"]]
+            if len(secs) == len(history):
+                for title, fname in view.render_run(rounds, secs, str(run_dir)):
+                    lines += [f"![{title}]({fname})", ""]
+        lines += _figure_table(curves, rounds, bands, declared_figures(methods))
+        if last.get("ground_truth_scores"):
+            lines += _truth_table(last["ground_truth_scores"])
+        if last.get("agreement"):
+            lines += _agreement_table(last["agreement"])
+    lines += _configuration(cfg, history[0]["source"] if history else {}, methods)
+    lines += ["Round pages: " + ", ".join(f"[round {r}](round_{r}/report.md)" for r in rounds)]
+    md = "\n".join(lines)
+    atomic_write_text(run_dir / "report.md", md)
+    atomic_write_text(run_dir / "report.html", markdown_to_html(md, "fedmem run", run_dir))
+
+
+def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -> list[str]:
+    """Every headline figure per round: the declared ones by their kind (``figures``: ``declared_figures``) with
+    their interval, labelled as declared; any other headline number as it is."""
+    def cell(k: str, r: int) -> str:
+        v = dict(curves[k]).get(r)
+        if v is None:
+            return ""
+        if k not in figures:
+            return f"{v:.4g}"
+        ci = next(([lo, hi] for rr, lo, hi in bands.get(k, []) if rr == r), None)
+        return figure_text(figures[k].kind, v, ci)
+
+    def name(k: str) -> str:
+        return f"{figures[k].label} (`{k}`)" if k in figures else f"`{k}`"
+
+    lines = ["## Headline figures per round", "",
+             "Rates in percent, differences in percentage points, 95% intervals in brackets.", "",
+             "| figure | " + " | ".join(f"round {r}" for r in rounds) + " |", "|---|" + "---|" * len(rounds)]
+    lines += [f"| {name(k)} | " + " | ".join(cell(k, r) for r in rounds) + " |" for k in curves]
+    return lines + [""]

@@ -1,0 +1,84 @@
+"""The view interface: how one audit method's sections read on the round and run pages.
+
+A method computes its section and declares its headline figures (``fedmem.audit.base.Figure``); its view turns
+sections into Markdown, plots and the run page's answer. A view is found by its method's name; a method without one
+gets this module's :class:`View`, which shows the declared figures (a table on the round page, a sentence on the run
+page, their rates over rounds as a panel), so a new method appears on every page without a view of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fedmem.audit.base import AuditMethod, Figure
+from fedmem.common.fmt import figure_text
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One plot of the run page: headline figures of a method over rounds. ``figures`` maps a headline key to its
+    legend label; a key ``<figure>_ci95`` beside a figure in the headline draws its 95% interval as a band."""
+
+    title: str
+    y_label: str
+    figures: dict[str, str]
+    percent: bool = True  # rates (fractions) shown in percent
+
+
+def headline_text(figure: Figure, headline: dict[str, Any]) -> str:
+    """One declared figure of a headline as it reads everywhere (``fedmem.common.fmt.figure_text``)."""
+    return figure_text(figure.kind, headline.get(figure.key), headline.get(figure.ci) if figure.ci else None,
+                       headline.get(figure.of) if figure.of else None)
+
+
+class View:
+    """How one method's sections read. Built once per report with the method (its config, the run's clients)."""
+
+    def __init__(self, method: AuditMethod):
+        self.method, self.cfg, self.run = method, method.cfg, method.run
+
+    @property
+    def panels(self) -> tuple[Panel, ...]:
+        """The run page's plots over rounds: by default one of the method's declared rates."""
+        rates = {f.key: f.label for f in self.method.figures if f.kind == "rate"}
+        return (Panel(self.method.title or self.method.name, "%", rates),) if rates else ()
+
+    def markdown(self, section: dict[str, Any]) -> str:
+        """The round page's text for the section: by default a table of its declared figures."""
+        h = section.get("headline") or {}
+        rows = [f"| {f.label} | {headline_text(f, h)} |" for f in self.method.figures if f.key in h]
+        return "\n".join(["| figure | value |", "|---|---|", *rows]) if rows else ""
+
+    def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
+        """Plots of one round for its page: (title, file name relative to out_dir) pairs."""
+        return []
+
+    def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
+        """The run page's answer from this method (Markdown): what the last audited round says, and where it stood
+        at the first (round 0, the model before fine-tuning, in a training run). By default its declared figures."""
+        h, f = last.get("headline") or {}, first.get("headline") or {}
+        parts = [f"{fig.label} {headline_text(fig, h)} (first audited round: {headline_text(fig, f)})"
+                 for fig in self.method.figures if fig.key in h]
+        return f"**{self.method.title or self.method.name}.** " + "; ".join(parts) + "." if parts else ""
+
+    def render_run(self, rounds: list[int], sections: list[dict[str, Any]], out_dir: str) -> list[tuple[str, str]]:
+        """Plots over all rounds for the run page beyond its ``panels`` (title, file name relative to out_dir)."""
+        return []
+
+
+VIEWS: dict[str, type[View]] = {}
+
+
+def register_view(name: str):
+    """Class decorator: ``cls`` renders the sections of the audit method called ``name``."""
+    def add(cls: type[View]) -> type[View]:
+        if name in VIEWS and VIEWS[name] is not cls:
+            raise ValueError(f"a view for audit method {name!r} is registered twice")
+        VIEWS[name] = cls
+        return cls
+    return add
+
+
+def view_for(method: AuditMethod) -> View:
+    return VIEWS.get(method.name, View)(method)
