@@ -294,37 +294,12 @@ class PearlSensitivity(AuditMethod):
             "configured": self._counts(chosen > cfg.alpha, is_member, cfg.alpha),
             **{f"alpha={a:g}": self._counts(chosen > a, is_member, a) for a in cfg.fixed_alphas},
         }
-
-        distributions = {}
-        for name in SCORES:
-            v = np.array([sc[name] for sc in scores])
-            edges = histogram_edges(v, bins=cfg.hist_bins, lo=0.0, hi=1.0)
-            distributions[name] = {
-                "edges": edges,
-                "members": histogram(v[is_member], edges),
-                "nonmembers": histogram(v[~is_member], edges),
-                "mean_members": float(v[is_member].mean()) if nm else None,
-                "mean_nonmembers": float(v[~is_member].mean()) if (~is_member).any() else None,
-                "auc": roc_auc(v[is_member], v[~is_member]),
-            }
-
-        mia = self._mia(loss, is_member, chosen > decision_alpha)
+        distributions = self._distributions(scores, is_member)
+        decided = chosen > decision_alpha
+        mia = self._mia(loss, is_member, decided)
         means = np.array([intensity_means(t) for t in tables]) if len(tables) else np.zeros((0, len(cfg.intensities)))
         at_cal = (counts["calibrated"] or {}).get("overall") or {}
-        calibration = {
-            "score": cfg.score,
-            "fpr_target": cfg.fpr_target,
-            "alpha": calibrated,
-            "decision_alpha": decision_alpha,
-            **held_out,
-            "auc": roc_auc(mem_s, non_s),
-            "note": "fpr: false positives of each half of the non-members at the alpha calibrated on the other half "
-            "(alpha_a, alpha_b), over all non-members; tpr: mean of the members' flagged rates at alpha_a and "
-            "alpha_b, its interval a percentile bootstrap over members and both halves that recalibrates both "
-            "alphas. alpha is calibrated on all non-members: the per-sample decisions (samples, ground_truth, truth "
-            "rows, mia.table4) use decision_alpha, so the non-members' rates there are measured in-sample; "
-            "counts.calibrated flags its non-members held-out.",
-        }
+        calibration = self._calibration(mem_s, non_s, held_out, calibrated, decision_alpha)
         section: dict[str, Any] = {
             "config": {**asdict(cfg), "metric": self.metric},
             "context": self.context,
@@ -340,36 +315,15 @@ class PearlSensitivity(AuditMethod):
             "n_members": nm,
             "n_nonmembers": int((~is_member).sum()),
             "max_new_tokens": cfg.max_new_tokens,
-            "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
-            "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
-                [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
-            **{f"mean_{name}": dict(zip(map(str, cfg.intensities), self.changes[name].mean(axis=0).tolist()))
-               if self.samples else {} for name in CHANGES},
-            "mean_performance": {
-                "intensities": list(cfg.intensities),
-                "members": means[is_member].mean(axis=0).tolist() if nm else None,
-                "nonmembers": means[~is_member].mean(axis=0).tolist() if (~is_member).any() else None,
-            },
+            **self._prompt_stats(),
+            "mean_performance": self._mean_performance(means, is_member),
             "calibration": calibration,
             "counts": counts,
             "fpr_curve": fpr_curve(mem_s, non_s, [cfg.alpha, *cfg.fixed_alphas]),
             "distributions": distributions,
             "mia": mia,
             "ground_truth": self._ground_truth(chosen, is_member, decision_alpha),
-            "samples": [
-                {
-                    "id": s.id,
-                    "client": s.client,
-                    "member": bool(is_member[i]),
-                    **{k: round(v, 6) for k, v in scores[i].items()},
-                    "m": np.round(means[i], 5).tolist(),
-                    "loss": round(float(loss[i]), 6),
-                    "memorized": bool(chosen[i] > decision_alpha),
-                    "mia": bool(mia["flags"][i]) if mia["flags"] is not None else None,
-                    "tags": s.tags,
-                }
-                for i, s in enumerate(self.samples)
-            ],
+            "samples": self._sample_rows(scores, means, loss, decided, is_member, mia["flags"]),
         }
         section["mia"].pop("flags")
         calibrated_on = section["n_nonmembers"]
@@ -378,6 +332,78 @@ class PearlSensitivity(AuditMethod):
                                f"FPR moves in steps of 1/{calibrated_on} and each half's alpha rests on a few scores; "
                                "raise audit.pearl.nonmembers.")
         return section
+
+    def _distributions(self, scores: list[dict], is_member: np.ndarray) -> dict[str, Any]:
+        """Member and non-member histograms, means and ROC AUC of every score in ``SCORES``."""
+        distributions = {}
+        for name in SCORES:
+            v = np.array([sc[name] for sc in scores])
+            edges = histogram_edges(v, bins=self.cfg.hist_bins, lo=0.0, hi=1.0)
+            distributions[name] = {
+                "edges": edges,
+                "members": histogram(v[is_member], edges),
+                "nonmembers": histogram(v[~is_member], edges),
+                "mean_members": float(v[is_member].mean()) if is_member.any() else None,
+                "mean_nonmembers": float(v[~is_member].mean()) if (~is_member).any() else None,
+                "auc": roc_auc(v[is_member], v[~is_member]),
+            }
+        return distributions
+
+    def _calibration(self, mem_s: np.ndarray, non_s: np.ndarray, held_out: dict[str, Any], calibrated: float | None,
+                     decision_alpha: float) -> dict[str, Any]:
+        """The section's calibration entry: the thresholds, the cross-fitted rates and what they mean."""
+        cfg = self.cfg
+        return {
+            "score": cfg.score,
+            "fpr_target": cfg.fpr_target,
+            "alpha": calibrated,
+            "decision_alpha": decision_alpha,
+            **held_out,
+            "auc": roc_auc(mem_s, non_s),
+            "note": "fpr: false positives of each half of the non-members at the alpha calibrated on the other half "
+            "(alpha_a, alpha_b), over all non-members; tpr: mean of the members' flagged rates at alpha_a and "
+            "alpha_b, its interval a percentile bootstrap over members and both halves that recalibrates both "
+            "alphas. alpha is calibrated on all non-members: the per-sample decisions (samples, ground_truth, truth "
+            "rows, mia.table4) use decision_alpha, so the non-members' rates there are measured in-sample; "
+            "counts.calibrated flags its non-members held-out.",
+        }
+
+    def _prompt_stats(self) -> dict[str, Any]:
+        """Per intensity: how exactly the prompts round-trip, their mean length and the mean share they changed."""
+        cfg = self.cfg
+        return {
+            "prompt_roundtrip_exact": float(np.mean(self.roundtrip_exact)) if self.samples else None,
+            "mean_prompt_tokens": dict(zip(map(str, cfg.intensities), np.mean(
+                [[len(p) for p in row] for row in self.prompts], axis=0).tolist())) if self.samples else {},
+            **{f"mean_{name}": dict(zip(map(str, cfg.intensities), self.changes[name].mean(axis=0).tolist()))
+               if self.samples else {} for name in CHANGES},
+        }
+
+    def _mean_performance(self, means: np.ndarray, is_member: np.ndarray) -> dict[str, Any]:
+        """Mean performance per intensity of the members and of the non-members."""
+        return {
+            "intensities": list(self.cfg.intensities),
+            "members": means[is_member].mean(axis=0).tolist() if is_member.any() else None,
+            "nonmembers": means[~is_member].mean(axis=0).tolist() if (~is_member).any() else None,
+        }
+
+    def _sample_rows(self, scores: list[dict], means: np.ndarray, loss: np.ndarray, memorized: np.ndarray,
+                     is_member: np.ndarray, mia_flags: np.ndarray | None) -> list[dict[str, Any]]:
+        """One row per audited sample: its scores, mean performances, loss and both attacks' decisions."""
+        return [
+            {
+                "id": s.id,
+                "client": s.client,
+                "member": bool(is_member[i]),
+                **{k: round(v, 6) for k, v in scores[i].items()},
+                "m": np.round(means[i], 5).tolist(),
+                "loss": round(float(loss[i]), 6),
+                "memorized": bool(memorized[i]),
+                "mia": bool(mia_flags[i]) if mia_flags is not None else None,
+                "tags": s.tags,
+            }
+            for i, s in enumerate(self.samples)
+        ]
 
     def _bootstrap_rng(self) -> np.random.Generator:
         """A fresh generator per bootstrap: PEARL's and the loss attack's intervals draw the same resamples."""

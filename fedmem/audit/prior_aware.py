@@ -521,25 +521,8 @@ class PriorAwareMemorization(AuditMethod):
         calibration = self._calibration(log_p_all[n_s:], est, n_s)
         log_n = math.log(cfg.n_ratio) if cfg.n_ratio is not None else calibration["log_n"]
         ext, pa = pa_decisions(log_p, log_phat, math.log(self.m), log_n)
-
-        # the rates are over the random draw; the prior's draw moves them too: the spread of the per-trial decisions
-        drawn, clients = self.drawn, np.array([s.client for s in samples])
-        spread = draw_spread(log_p, est.log_phat_per_trial[:, :n_s], math.log(self.m), log_n, drawn, clients)
-        per_client = [{"client": c, **_counts(ext[drawn & (clients == c)], pa[drawn & (clients == c)],
-                                              spread.get(c, 0.0))} for c in self.run.clients]
-        overall = _counts(ext[drawn], pa[drawn], spread.get("all", 0.0))
-
-        rows = [
-            {
-                "id": s.id, "client": s.client,
-                "log10_p": _log10(log_p[i]), "log10_prior": _log10(log_phat[i]),
-                "log10_se_of_prior": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
-                "log10_ratio": _log10(log_ratio[i]),
-                "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]), "drawn": bool(drawn[i]),
-                "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "shared", "generic")},
-            }
-            for i, s in enumerate(samples)
-        ]
+        per_client, overall = self._rates(log_p, est, n_s, log_n, ext, pa)
+        rows = self._rows(log_p, log_phat, log_ratio, est, ext, pa)
         order = np.argsort(-log_ratio, kind="stable")
         section = {
             "config": {
@@ -563,6 +546,42 @@ class PriorAwareMemorization(AuditMethod):
         # P(s|p) <= 1, so a pair's ratio is at most 1 / P̂(s): past that no pair can be PA-memorized, whatever it is
         best_possible = float(-log_phat.min()) if n_s else float("nan")
         section["max_possible_log10_ratio"] = _log10(best_possible)
+        notes = self._notes(section, n_s, log_n, best_possible)
+        if notes:
+            section["note"] = " ".join(notes)
+        section["headline"] = self._headline(section)
+        return section
+
+    def _rates(self, log_p: np.ndarray, est: PriorEstimate, n_s: int, log_n: float, ext: np.ndarray, pa: np.ndarray
+               ) -> tuple[list[dict], dict]:
+        """(per-client counts, overall counts) of the random draw, with the spread the prior's draw adds."""
+        # the rates are over the random draw; the prior's draw moves them too: the spread of the per-trial decisions
+        drawn, clients = self.drawn, np.array([s.client for s in self.audited])
+        spread = draw_spread(log_p, est.log_phat_per_trial[:, :n_s], math.log(self.m), log_n, drawn, clients)
+        per_client = [{"client": c, **_counts(ext[drawn & (clients == c)], pa[drawn & (clients == c)],
+                                              spread.get(c, 0.0))} for c in self.run.clients]
+        overall = _counts(ext[drawn], pa[drawn], spread.get("all", 0.0))
+        return per_client, overall
+
+    def _rows(self, log_p: np.ndarray, log_phat: np.ndarray, log_ratio: np.ndarray, est: PriorEstimate,
+              ext: np.ndarray, pa: np.ndarray) -> list[dict]:
+        """One row per audited sample: its probabilities, prior, ratio and decisions."""
+        drawn = self.drawn
+        return [
+            {
+                "id": s.id, "client": s.client,
+                "log10_p": _log10(log_p[i]), "log10_prior": _log10(log_phat[i]),
+                "log10_se_of_prior": _log10(est.log_se[i]), "rel_se": float(est.rel_se[i]),
+                "log10_ratio": _log10(log_ratio[i]),
+                "extractable": bool(ext[i]), "pa_memorized": bool(pa[i]), "drawn": bool(drawn[i]),
+                "tags": {k: v for k, v in s.tags.items() if k in ("canary", "copies", "shared", "generic")},
+            }
+            for i, s in enumerate(self.audited)
+        ]
+
+    @staticmethod
+    def _notes(section: dict, n_s: int, log_n: float, best_possible: float) -> list[str]:
+        """The section's warnings: an n no pair can reach, or a model far from any audited suffix."""
         notes = []
         if n_s and log_n >= best_possible:
             notes.append(f"n = 10^{log_n / LN10:.1f} is beyond reach: even P(s|p) = 1 gives at most a ratio of "
@@ -574,8 +593,12 @@ class PriorAwareMemorization(AuditMethod):
                          f"{d['best_log10_p']:.1f}, {d['orders_below']:.1f} orders of magnitude below the "
                          f"extractability threshold (log10 m = {d['log10_m']:.1f}): zero rates here say that the model "
                          f"has not come near reproducing any audited suffix, not that it resists memorization.")
-        if notes:
-            section["note"] = " ".join(notes)
+        return notes
+
+    @staticmethod
+    def _headline(section: dict) -> dict:
+        """The section's headline: the overall counts and rates, and the planted texts' PA rates."""
+        overall = section["overall"]
         headline = {
             "audited": overall["audited"], "extractable": overall["extractable"],
             "pa_memorized": overall["pa_memorized"],
@@ -589,8 +612,7 @@ class PriorAwareMemorization(AuditMethod):
             headline["canary_pa_rate"] = sum(v["pa_memorized"] for v in gt["canary"].values()) / total
         if gt.get("generic"):
             headline["generic_pa_rate"] = gt["generic"]["pa_rate"]
-        section["headline"] = headline
-        return section
+        return headline
 
     def _calibration(self, log_p_generic: np.ndarray, est: PriorEstimate, n_s: int) -> dict:
         if self.cfg.n_ratio is not None:

@@ -15,7 +15,9 @@ and tokenizes it (``fedmem.audit.training_context``), for the methods that score
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.audit.config import AuditConfig
@@ -45,6 +47,52 @@ def text_sample(tokenizer, ids: list[int], header: tuple[int, ...], prefix_len: 
                        full_prompt_ids=header + tuple(prefix))
 
 
+def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: dict[str, TrainingFrame], rec,
+             client: int, split: str, idx: int) -> AuditSample | None:
+    """The audit sample of one record, its training frame noted in ``frames``; None when its text is too short."""
+    ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
+    if len(ids) < prefix_len + MIN_SUFFIX_TOKENS:
+        return None
+    sample = text_sample(tokenizer, ids, header, prefix_len, client, split, idx,
+                         tags={**dict(rec.tags), "record_id": rec.id})
+    # the sample as trained (SPEC §6); a tokenizer without character offsets cannot locate it in the trained ids
+    frame = TrainingFrame.of(tokenizer, rec, task.plain) if has_offsets(tokenizer) else None
+    if frame is not None:
+        frames[sample.id] = frame
+        sample = with_training_form(sample, frame.form(tokenizer, rec.mem_text, prefix_len))
+    if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
+        return replace(sample, label=rec.label)
+    # utility scores the answer to the whole instruction, as trained
+    prompt = tokenizer(format_prompt(tokenizer, rec.user, task.plain), add_special_tokens=False)["input_ids"]
+    return replace(sample, reference=rec.assistant, label=rec.label, full_prompt_ids=tuple(prompt))
+
+
+def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.Random, min_tokens: int,
+          prepare: Callable[..., AuditSample | None]) -> list[AuditSample]:
+    """One client split's samples: its distinct texts, canaries first, then a seeded draw of the rest up to ``n``."""
+    seen, canaries, rest = set(), [], []
+    for i, r in enumerate(records):
+        if r.mem_text in seen:
+            continue
+        seen.add(r.mem_text)
+        (canaries if split == "train" and "canary" in r.tags else rest).append(i)
+    rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement
+    want = len(canaries) + len(rest) if n == "all" else max(n, len(canaries))
+    out = []
+    for i in canaries + rest:
+        if len(out) >= want:
+            break
+        s = prepare(records[i], client, split, i)
+        if s is not None:
+            out.append(s)
+    if n != "all" and len(out) < n:
+        raise ValueError(
+            f"{key}={n}, but client {client}'s {split} split has only {len(out)} distinct samples of at least "
+            f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS}): lower {key} or set it to all"
+        )
+    return out
+
+
 def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> AuditRun:
     """The run's fixed audit pool (``audit.samples_per_client`` train and ``audit.test_per_client`` test samples
     per client). A client that cannot supply the requested number is an error naming both numbers."""
@@ -52,50 +100,12 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
     header = header_ids(tokenizer, task.plain)
     min_tokens = audit.prefix_len + MIN_SUFFIX_TOKENS
     frames: dict[str, TrainingFrame] = {}  # sample id -> its record's training frame
+    prepare = partial(_prepare, tokenizer, task, audit.prefix_len, header, frames)
 
-    def prepare(rec, client: int, split: str, idx: int) -> AuditSample | None:
-        ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
-        if len(ids) < min_tokens:
-            return None
-        sample = text_sample(tokenizer, ids, header, audit.prefix_len, client, split, idx,
-                             tags={**dict(rec.tags), "record_id": rec.id})
-        # the sample as trained (SPEC §6); a tokenizer without character offsets cannot locate it in the trained ids
-        frame = TrainingFrame.of(tokenizer, rec, task.plain) if has_offsets(tokenizer) else None
-        if frame is not None:
-            frames[sample.id] = frame
-            sample = with_training_form(sample, frame.form(tokenizer, rec.mem_text, audit.prefix_len))
-        if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
-            return replace(sample, label=rec.label)
-        # utility scores the answer to the whole instruction, as trained
-        prompt = tokenizer(format_prompt(tokenizer, rec.user, task.plain), add_special_tokens=False)["input_ids"]
-        return replace(sample, reference=rec.assistant, label=rec.label, full_prompt_ids=tuple(prompt))
-
-    def pick(records, n: int | str, client: int, split: str, key: str) -> list[AuditSample]:
-        seen, canaries, rest = set(), [], []
-        for i, r in enumerate(records):
-            if r.mem_text in seen:
-                continue
-            seen.add(r.mem_text)
-            (canaries if split == "train" and "canary" in r.tags else rest).append(i)
-        rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement
-        want = len(canaries) + len(rest) if n == "all" else max(n, len(canaries))
-        out = []
-        for i in canaries + rest:
-            if len(out) >= want:
-                break
-            s = prepare(records[i], client, split, i)
-            if s is not None:
-                out.append(s)
-        if n != "all" and len(out) < n:
-            raise ValueError(
-                f"{key}={n}, but client {client}'s {split} split has only {len(out)} distinct samples of at least "
-                f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS}): lower {key} or set it to all"
-            )
-        return out
-
-    train = {c: pick(cs.train, audit.samples_per_client, c, "train", "audit.samples_per_client")
+    train = {c: _pick(cs.train, audit.samples_per_client, c, "train", "audit.samples_per_client", rng, min_tokens,
+                      prepare)
              for c, cs in enumerate(data.clients)}
-    test = {c: pick(cs.test, audit.test_per_client, c, "test", "audit.test_per_client")
+    test = {c: _pick(cs.test, audit.test_per_client, c, "test", "audit.test_per_client", rng, min_tokens, prepare)
             for c, cs in enumerate(data.clients)}
     return AuditRun(
         train=train,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fedmem.data import partition
@@ -177,28 +179,13 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
     schema = resolve_schema(task, data)
     ds = load_table(task, data, cache_dir)
     ids = row_ids(ds, data)
-    fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}
-    labels = _labels(ds, schema)
-    if schema.labels:  # the assistant turn shows the label as the task spells it
-        for f in task.fields:
-            if schema.columns[f] == schema.label_column:
-                fields[f] = labels
-    # A row is usable when every template field is non-empty (and, for Dirichlet, it has a label).
-    usable = [i for i in range(ds.num_rows) if all(one_line(values[i]) for values in fields.values())]
-    if schema.partition == "dirichlet":
-        usable = [i for i in usable if labels[i] is not None]
-    if not usable:
-        raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
+    fields, labels = _fields(ds, schema, task)
+    usable = _usable_rows(ds, schema, fields, labels)
     n_usable = len(usable)
     public_file = bool(data.public) and public_is_file(data.public)
     public_rows: list[int] = []
     if data.public and not public_file:  # a column marks the public rows
-        flags = _column(ds, data.public, "data.public")
-        public_rows = [i for i in usable if one_line(flags[i]).lower() in TRUE_VALUES]
-        usable = [i for i in usable if one_line(flags[i]).lower() not in TRUE_VALUES]
-        if not public_rows or not usable:
-            raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {n_usable} usable "
-                             f"rows as public (true/1/yes/public); both sides must be non-empty")
+        public_rows, usable = _public_column_rows(ds, data, usable)
     membership = _membership(ds, data, usable) if data.membership_column else None
     if membership is not None:  # the data says which rows are public
         public_rows = [i for i in usable if membership[i] == "public"]
@@ -207,22 +194,8 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
     sizes = [len(p) for p in parts]
     if not data.public and membership is None and data.public_share > 0:
         parts, public_rows = take_public_share(parts, names, data, seed)
-
-    def record(i: int, c: int | None) -> Record:
-        return render_record(task.user_template, task.assistant_template, task.mem_field,
-                             {f: values[i] for f, values in fields.items()}, ids[i], client=c, label=labels[i])
-
-    clients, truth_clients = [], []
-    for c, rows in enumerate(parts):
-        if membership is None:
-            train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
-                                                     rng_for(seed, "split", c), names[c])
-        else:
-            train, test = _split_by_membership(rows, membership, data, rng_for(seed, "split", c), names[c])
-        clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
-        truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
-                              "rows_to_public": sizes[c] - len(rows),
-                              "train_ids": [ids[i] for i in train], "test_ids": [ids[i] for i in test]})
+    record = partial(_record, task, fields, ids, labels)
+    clients, truth_clients = _client_splits(parts, names, sizes, membership, data, seed, ids, record)
     truth = {
         "source": data.source,
         "dataset": data.path or task.hf_dataset,
@@ -239,14 +212,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         # where each row's membership (trained on or not) comes from: the data's own column, or fedmem's split
         "membership": ({"source": "column", "column": data.membership_column} if membership is not None
                        else {"source": "split", "seed": seed}),
-        "public": {
-            "source": ("file" if public_file else "column") if data.public else ("share" if public_rows else None),
-            "file": data.public if public_file else None,
-            "column": data.public if data.public and not public_file else None,
-            "share": None if data.public else data.public_share,
-            "rows": len(public_rows),
-            "row_ids": [ids[i] for i in public_rows],
-        },
+        "public": _public_truth(data, public_file, public_rows, ids),
         "clients": truth_clients,
         "canaries": [],
         "boilerplate": [],
@@ -257,3 +223,72 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         public = [t for i in public_rows for t in public_texts(record(i, None))]
     truth["public"]["texts"] = len(public)
     return FederatedData(clients=clients, public_corpus=public, ground_truth=truth, source=data.source)
+
+
+def _fields(ds, schema: Schema, task) -> tuple[dict[str, list[Any]], list[str | None]]:
+    """(every template field's column values, every row's label)."""
+    fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}
+    labels = _labels(ds, schema)
+    if schema.labels:  # the assistant turn shows the label as the task spells it
+        for f in task.fields:
+            if schema.columns[f] == schema.label_column:
+                fields[f] = labels
+    return fields, labels
+
+
+def _usable_rows(ds, schema: Schema, fields: dict[str, list[Any]], labels: list[str | None]) -> list[int]:
+    """The rows whose template fields are all non-empty (and, for Dirichlet, that have a label)."""
+    usable = [i for i in range(ds.num_rows) if all(one_line(values[i]) for values in fields.values())]
+    if schema.partition == "dirichlet":
+        usable = [i for i in usable if labels[i] is not None]
+    if not usable:
+        raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
+    return usable
+
+
+def _public_column_rows(ds, data, usable: list[int]) -> tuple[list[int], list[int]]:
+    """(public rows, remaining usable rows) as the ``data.public`` column marks them; both must be non-empty."""
+    flags = _column(ds, data.public, "data.public")
+    public_rows = [i for i in usable if one_line(flags[i]).lower() in TRUE_VALUES]
+    rest = [i for i in usable if one_line(flags[i]).lower() not in TRUE_VALUES]
+    if not public_rows or not rest:
+        raise ValueError(f"data.public: column {data.public!r} marks {len(public_rows)} of {len(usable)} usable "
+                         f"rows as public (true/1/yes/public); both sides must be non-empty")
+    return public_rows, rest
+
+
+def _record(task, fields: dict[str, list[Any]], ids: list[str], labels: list[str | None], i: int, c: int | None
+            ) -> Record:
+    """Row ``i`` rendered as a record of client ``c`` (None: the public corpus)."""
+    return render_record(task.user_template, task.assistant_template, task.mem_field,
+                         {f: values[i] for f, values in fields.items()}, ids[i], client=c, label=labels[i])
+
+
+def _client_splits(parts: list[list[int]], names: list[str], sizes: list[int], membership: dict[int, str] | None,
+                   data, seed: int, ids: list[str], record: Callable[[int, int | None], Record]
+                   ) -> tuple[list[ClientSplit], list[dict[str, Any]]]:
+    """(each client's train/test records, each client's ground-truth entry)."""
+    clients, truth_clients = [], []
+    for c, rows in enumerate(parts):
+        if membership is None:
+            train, test = partition.split_train_test(rows, data.train_per_client, data.test_per_client,
+                                                     rng_for(seed, "split", c), names[c])
+        else:
+            train, test = _split_by_membership(rows, membership, data, rng_for(seed, "split", c), names[c])
+        clients.append(ClientSplit(train=[record(i, c) for i in train], test=[record(i, c) for i in test]))
+        truth_clients.append({"client": c, "name": names[c], "rows_in_partition": sizes[c],
+                              "rows_to_public": sizes[c] - len(rows),
+                              "train_ids": [ids[i] for i in train], "test_ids": [ids[i] for i in test]})
+    return clients, truth_clients
+
+
+def _public_truth(data, public_file: bool, public_rows: list[int], ids: list[str]) -> dict[str, Any]:
+    """The ground truth's public entry: where the public corpus comes from and which rows it took."""
+    return {
+        "source": ("file" if public_file else "column") if data.public else ("share" if public_rows else None),
+        "file": data.public if public_file else None,
+        "column": data.public if data.public and not public_file else None,
+        "share": None if data.public else data.public_share,
+        "rows": len(public_rows),
+        "row_ids": [ids[i] for i in public_rows],
+    }

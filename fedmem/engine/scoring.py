@@ -229,8 +229,19 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
         return result
     q_pos = {q: i for i, q in enumerate(uniq_q)}
     s_pos = {s: j for j, s in enumerate(uniq_s)}
-    table = np.zeros((len(uniq_q), len(uniq_s)), dtype=np.float64)
+    table = _prior_table(model, uniq_q, uniq_s, batch_size, progress)
 
+    cols = [s_pos.get(s) for s in suffixes]
+    for i, q in enumerate(prefixes):
+        row = table[q_pos[q]]
+        result[i] = [0.0 if j is None else row[j] for j in cols]
+    return result
+
+
+def _prior_table(model, uniq_q: list[tuple], uniq_s: list[tuple], batch_size: int,
+                 progress: Callable[[int], object] | None) -> np.ndarray:
+    """log P(s | q) for every distinct prefix (rows) and distinct non-empty suffix (columns)."""
+    table = np.zeros((len(uniq_q), len(uniq_s)), dtype=np.float64)
     device = _device(model)
     pad = _pad_id(model)
     by_len: dict[int, list[int]] = {}
@@ -241,40 +252,41 @@ def prior_logprobs(model, prefixes, suffixes, batch_size: int = 32,
         for s_idx in suffix_blocks([len(s) for s in uniq_s], batch_size):
             n_s = len(s_idx)
             s_ids, s_mask = pad_batch([uniq_s[j] for j in s_idx], pad)
-            width = s_ids.shape[1]
             s_ids, s_mask = s_ids.to(device), s_mask.bool().to(device)
             q_block = max(1, batch_size // n_s)
             for q_len, group in sorted(by_len.items()):
                 for start in range(0, len(group), q_block):
                     q_idx = group[start : start + q_block]
-                    n_q = len(q_idx)
                     q_ids = torch.tensor([uniq_q[i] for i in q_idx], dtype=torch.long, device=device)
-                    out = model(input_ids=q_ids, use_cache=True, logits_to_keep=1)
-                    first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: predicts s[0]
-                    lp = first[:, s_ids[:, 0]]  # log P(s[0] | q) for every (prefix, suffix) of the block: [P, S]
-                    if width > 1:
-                        feed = width - 1  # s[:-1]: position t predicts s[t + 1]
-                        cache = out.past_key_values
-                        cache.batch_repeat_interleave(n_s)  # row r = prefix r // n_s, suffix r % n_s
-                        ids = s_ids[:, :feed].repeat(n_q, 1)
-                        att = torch.cat(
-                            [torch.ones((n_q * n_s, q_len), dtype=torch.long, device=device),
-                             s_mask[:, :feed].long().repeat(n_q, 1)],
-                            dim=1,
-                        )
-                        pos = torch.arange(q_len, q_len + feed, device=device).unsqueeze(0).expand(n_q * n_s, -1)
-                        logits = model(
-                            input_ids=ids, attention_mask=att, position_ids=pos, cache=cache, use_cache=True
-                        ).logits
-                        tok = _target_logprobs(logits, s_ids[:, 1:].repeat(n_q, 1))  # [P*S, width-1]
-                        tok = torch.where(s_mask[:, 1:].repeat(n_q, 1), tok, 0.0)  # padding: log 1 = 0
-                        lp = lp + tok.sum(-1).view(n_q, n_s)
+                    lp = _prior_chunk(model, q_ids, q_len, s_ids, s_mask, device)
                     table[np.ix_(q_idx, s_idx)] = lp.double().cpu().numpy()
                     if progress is not None:
-                        progress(n_q * n_s)
+                        progress(len(q_idx) * n_s)
+    return table
 
-    cols = [s_pos.get(s) for s in suffixes]
-    for i, q in enumerate(prefixes):
-        row = table[q_pos[q]]
-        result[i] = [0.0 if j is None else row[j] for j in cols]
-    return result
+
+def _prior_chunk(model, q_ids: torch.Tensor, q_len: int, s_ids: torch.Tensor, s_mask: torch.Tensor,
+                 device: torch.device) -> torch.Tensor:
+    """log P(s | q) for a chunk of equal-length prefixes and a padded block of suffixes: [P, S]."""
+    n_q, (n_s, width) = len(q_ids), s_ids.shape
+    out = model(input_ids=q_ids, use_cache=True, logits_to_keep=1)
+    first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: predicts s[0]
+    lp = first[:, s_ids[:, 0]]  # log P(s[0] | q) for every (prefix, suffix) of the block: [P, S]
+    if width > 1:
+        feed = width - 1  # s[:-1]: position t predicts s[t + 1]
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(n_s)  # row r = prefix r // n_s, suffix r % n_s
+        ids = s_ids[:, :feed].repeat(n_q, 1)
+        att = torch.cat(
+            [torch.ones((n_q * n_s, q_len), dtype=torch.long, device=device),
+             s_mask[:, :feed].long().repeat(n_q, 1)],
+            dim=1,
+        )
+        pos = torch.arange(q_len, q_len + feed, device=device).unsqueeze(0).expand(n_q * n_s, -1)
+        logits = model(
+            input_ids=ids, attention_mask=att, position_ids=pos, cache=cache, use_cache=True
+        ).logits
+        tok = _target_logprobs(logits, s_ids[:, 1:].repeat(n_q, 1))  # [P*S, width-1]
+        tok = torch.where(s_mask[:, 1:].repeat(n_q, 1), tok, 0.0)  # padding: log 1 = 0
+        lp = lp + tok.sum(-1).view(n_q, n_s)
+    return lp

@@ -130,73 +130,97 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
                                                       data.public_record_fraction)
     public_patients = set(seen)  # client texts must avoid these; ``seen`` grows with the clients' texts
 
-    canary_clients = data.canary_holders()
     by_client = data.canary_copies_by_client()
     n_ordinary = [data.train_per_client - by_client[c]
                   for c in range(L)]  # canary copies take the place of ordinary samples: |D_j| = train_per_client
-
-    # Ordinary samples: one pool per client, train and test drawn separately so both hold every boilerplate.
-    train_pools, test_pools = [], []
-    for c in range(L):
-        rng = rng_for(seed, "client", c)
-        train_pools.append(_pool(rng, specialties[c], n_ordinary[c], data.generic_fraction,
-                                 data.num_boilerplates, seen, f"syn-c{c}-train"))
-        test_pools.append(_pool(rng, specialties[c], data.test_per_client, data.generic_fraction,
-                                data.num_boilerplates, seen, f"syn-c{c}-test"))
+    train_pools, test_pools = _ordinary_pools(data, seed, specialties, n_ordinary, seen)
     if task.partition != "natural":  # pool everything and re-split, for iid / Dirichlet baselines
-        rows = [(s, c) for c in range(L) for s in train_pools[c] + test_pools[c]]
-        if task.partition == "iid":
-            parts = partition.iid(len(rows), L, seed)
-        else:
-            parts = partition.dirichlet([specialties[c] for _, c in rows], L, task.dirichlet_alpha, seed)
-        train_pools, test_pools = [], []
-        for c, part in enumerate(parts):
-            tr, te = partition.split_train_test(part, n_ordinary[c], data.test_per_client,
-                                                rng_for(seed, "split", c), c)
-            train_pools.append([rows[i][0] for i in tr])
-            test_pools.append([rows[i][0] for i in te])
-
-    # Canaries: copy counts x canary clients x canaries_per_count, each copy in its client's train split only.
-    canary_rng = rng_for(seed, "canaries")
-    canaries, placed = [], {c: [] for c in range(L)}
-    used_names: set[str] = set()
+        train_pools, test_pools = _repartition(task, data, seed, specialties, n_ordinary, train_pools, test_pools)
     avoid = set(public) | public_numbers  # a canary is never in the public corpus, not even its numbers
-    serial = 0
-
-    def place(k, copies: int, holders: list[int], shared: bool) -> None:
-        ids = [f"{k.id}-copy{m:02d}" for m in range(copies)]
-        canaries.append({"canary": k, "client": holders[0], "clients": sorted(set(holders)), "copies": copies,
-                         "shared": shared, "record_ids": ids, "record_clients": holders})
-        tags = {"canary": k.id, "copies": copies, **({"shared": True} if shared else {})}
-        for rid, c in zip(ids, holders):
-            placed[c].append((rid, {"patient": k.patient, "doctor": k.doctor}, dict(tags)))
-
-    for copies in data.canary_copies:
-        for c in canary_clients:
-            for _ in range(data.canaries_per_count):
-                k = text.make_canary(canary_rng, serial, specialties[c], used_names, avoid)
-                serial += 1
-                place(k, copies, [c] * copies, shared=False)
-    for t, copies in enumerate(data.shared_canary_copies):  # one canary, its copies dealt over the canary clients
-        holders = data.shared_copy_clients(t)
-        k = text.make_canary(canary_rng, serial, specialties[holders[0]], used_names, avoid)
-        serial += 1
-        place(k, copies, holders, shared=True)
-
-    def render(rows, c: int) -> list[Record]:
-        return [render_record(task.user_template, task.assistant_template, task.mem_field, fields, rid,
-                              client=c, tags=tags) for rid, fields, tags in rows]
+    canaries, placed = _plant_canaries(data, seed, specialties, avoid)
 
     clients = []
     for c in range(L):
         train_rows = list(train_pools[c]) + placed[c]
         rng_for(seed, "order", c).shuffle(train_rows)  # canary copies spread through the epoch
-        clients.append(ClientSplit(train=render(train_rows, c), test=render(test_pools[c], c)))
+        clients.append(ClientSplit(train=_render(task, train_rows, c), test=_render(task, test_pools[c], c)))
 
     truth = _ground_truth(task, data, seed, specialties, clients, canaries, public_patients)
     fd = FederatedData(clients=clients, public_corpus=public, ground_truth=truth, source="synthetic")
     check_ground_truth(fd)
     return fd
+
+
+def _ordinary_pools(data, seed: int, specialties: list[str], n_ordinary: list[int], seen: set[str]
+                    ) -> tuple[list[list], list[list]]:
+    """(train pools, test pools) of ordinary samples, one per client."""
+    # train and test drawn separately so both hold every boilerplate
+    train_pools, test_pools = [], []
+    for c in range(data.num_clients):
+        rng = rng_for(seed, "client", c)
+        train_pools.append(_pool(rng, specialties[c], n_ordinary[c], data.generic_fraction,
+                                 data.num_boilerplates, seen, f"syn-c{c}-train"))
+        test_pools.append(_pool(rng, specialties[c], data.test_per_client, data.generic_fraction,
+                                data.num_boilerplates, seen, f"syn-c{c}-test"))
+    return train_pools, test_pools
+
+
+def _repartition(task, data, seed: int, specialties: list[str], n_ordinary: list[int], train_pools: list[list],
+                 test_pools: list[list]) -> tuple[list[list], list[list]]:
+    """(train pools, test pools) of all clients' ordinary samples pooled and re-split iid or by Dirichlet."""
+    L = data.num_clients
+    rows = [(s, c) for c in range(L) for s in train_pools[c] + test_pools[c]]
+    if task.partition == "iid":
+        parts = partition.iid(len(rows), L, seed)
+    else:
+        parts = partition.dirichlet([specialties[c] for _, c in rows], L, task.dirichlet_alpha, seed)
+    train_pools, test_pools = [], []
+    for c, part in enumerate(parts):
+        tr, te = partition.split_train_test(part, n_ordinary[c], data.test_per_client,
+                                            rng_for(seed, "split", c), c)
+        train_pools.append([rows[i][0] for i in tr])
+        test_pools.append([rows[i][0] for i in te])
+    return train_pools, test_pools
+
+
+def _plant_canaries(data, seed: int, specialties: list[str], avoid: set[str]
+                    ) -> tuple[list[dict], dict[int, list[tuple[str, dict, dict]]]]:
+    """(canary entries, each client's canary copies): every copy goes into its client's train split only."""
+    canary_clients = data.canary_holders()
+    canary_rng = rng_for(seed, "canaries")
+    canaries: list[dict] = []
+    placed: dict[int, list[tuple[str, dict, dict]]] = {c: [] for c in range(data.num_clients)}
+    used_names: set[str] = set()
+    serial = 0
+    for copies in data.canary_copies:
+        for c in canary_clients:
+            for _ in range(data.canaries_per_count):
+                k = text.make_canary(canary_rng, serial, specialties[c], used_names, avoid)
+                serial += 1
+                _place_canary(k, copies, [c] * copies, canaries, placed, shared=False)
+    for t, copies in enumerate(data.shared_canary_copies):  # one canary, its copies dealt over the canary clients
+        holders = data.shared_copy_clients(t)
+        k = text.make_canary(canary_rng, serial, specialties[holders[0]], used_names, avoid)
+        serial += 1
+        _place_canary(k, copies, holders, canaries, placed, shared=True)
+    return canaries, placed
+
+
+def _place_canary(k, copies: int, holders: list[int], canaries: list[dict],
+                  placed: dict[int, list[tuple[str, dict, dict]]], shared: bool) -> None:
+    """Record canary ``k`` in ``canaries`` and put each of its copies in its holder's ``placed`` rows."""
+    ids = [f"{k.id}-copy{m:02d}" for m in range(copies)]
+    canaries.append({"canary": k, "client": holders[0], "clients": sorted(set(holders)), "copies": copies,
+                     "shared": shared, "record_ids": ids, "record_clients": holders})
+    tags = {"canary": k.id, "copies": copies, **({"shared": True} if shared else {})}
+    for rid, c in zip(ids, holders):
+        placed[c].append((rid, {"patient": k.patient, "doctor": k.doctor}, dict(tags)))
+
+
+def _render(task, rows, c: int) -> list[Record]:
+    """Client ``c``'s (id, fields, tags) rows rendered as records of the task."""
+    return [render_record(task.user_template, task.assistant_template, task.mem_field, fields, rid,
+                          client=c, tags=tags) for rid, fields, tags in rows]
 
 
 def _ground_truth(task, data, seed, specialties, clients, canaries, public_patients) -> dict:

@@ -13,6 +13,11 @@ from fedmem.common.io import pyplot, save_figure
 from fedmem.reports.views.base import Panel, View, register_view
 
 
+def _fmt(x, spec=".3f"):
+    """``x`` formatted, or a dash when it is None."""
+    return "–" if x is None else format(x, spec)
+
+
 @register_view("pearl")
 class PearlView(View):
     panels = (Panel("PEARL at the calibrated thresholds (cross-fitted)", "rate %", {
@@ -57,7 +62,39 @@ class PearlView(View):
         return files
 
     def markdown(self, section: dict[str, Any]) -> str:
-        cal, counts, mia = section["calibration"], section["counts"], section["mia"]
+        return "\n".join([*self._intro(section), "", *self._counts_table(section["counts"], section["calibration"]),
+                          *self._table4(section["mia"].get("table4"))])
+
+    @staticmethod
+    def _intro(section: dict[str, Any]) -> list[str]:
+        """The paragraphs on the calibration, the loss attack, the per-sample decisions and the prefixes' changes."""
+        cal, mia = section["calibration"], section["mia"]
+
+        def shares(name: str) -> str:
+            return ", ".join(f"k={k}: {pct(v)}" for k, v in section[name].items() if float(k) > 0)
+
+        return [
+            f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
+            f"α calibrated at FPR ≤ {pct(cal['fpr_target'])}, cross-fitted: each half of the non-members sets an α "
+            f"({_fmt(cal['alpha_a'])}, {_fmt(cal['alpha_b'])}) whose FPR is measured on the other half. TPR "
+            f"{pct_ci(cal['tpr'], cal['tpr_ci95'])} at held-out FPR {pct_ci(cal['fpr'], cal['fpr_ci95'])}, ROC AUC "
+            f"{_fmt(cal['auc'])}. The TPR interval is a percentile bootstrap ({cal['resamples']} resamples of the "
+            "members and of each half) that recalibrates both α in every resample, so it covers α's own uncertainty; "
+            f"the FPR interval is Wilson's. Loss attack, calibrated the same way: TPR "
+            f"{pct_ci(mia['tpr'], mia.get('tpr_ci95'))} at held-out FPR {pct_ci(mia['fpr'], mia.get('fpr_ci95'))}, "
+            f"ROC AUC {_fmt(mia['auc'])}.",
+            "",
+            f"Per-sample decisions use the calibrated α = {_fmt(cal['alpha'])} from all non-members (the best single "
+            "threshold), so the non-members' rates in the comparison with the loss attack are in-sample; the table "
+            "judges each non-member at the α of the half it is not in.",
+            "",
+            f"Share of the prefix changed, by intensity: characters {shares('mean_char_change')}; words "
+            f"{shares('mean_word_change')}.",
+        ]
+
+    @staticmethod
+    def _counts_table(counts: dict[str, Any], cal: dict[str, Any]) -> list[str]:
+        """The table of members and non-members flagged at the calibrated and the fixed thresholds."""
 
         def cell(key: str, side: str) -> str:
             c = counts.get(key)
@@ -66,35 +103,12 @@ class PearlView(View):
             r = c["overall"][side]
             return f"{r['memorized']} of {r['total']}: {pct_ci(r['rate'], r.get('rate_ci95'))}"
 
-        def fmt(x, spec=".3f"):
-            return "–" if x is None else format(x, spec)
-
-        def shares(name: str) -> str:
-            return ", ".join(f"k={k}: {pct(v)}" for k, v in section[name].items() if float(k) > 0)
-
         keys = ["calibrated", *[k for k in counts if k.startswith("alpha=")]]
         head = ["side"] + [
-            f"α={fmt(cal['alpha'])} (calibrated; non-members held-out)" if k == "calibrated"
+            f"α={_fmt(cal['alpha'])} (calibrated; non-members held-out)" if k == "calibrated"
             else k.replace("alpha=", "α=") for k in keys
         ]
         lines = [
-            f"PEARL ({section['config']['perturbation']}, {section['config']['metric']}, score {cal['score']}): "
-            f"α calibrated at FPR ≤ {pct(cal['fpr_target'])}, cross-fitted: each half of the non-members sets an α "
-            f"({fmt(cal['alpha_a'])}, {fmt(cal['alpha_b'])}) whose FPR is measured on the other half. TPR "
-            f"{pct_ci(cal['tpr'], cal['tpr_ci95'])} at held-out FPR {pct_ci(cal['fpr'], cal['fpr_ci95'])}, ROC AUC "
-            f"{fmt(cal['auc'])}. The TPR interval is a percentile bootstrap ({cal['resamples']} resamples of the "
-            "members and of each half) that recalibrates both α in every resample, so it covers α's own uncertainty; "
-            f"the FPR interval is Wilson's. Loss attack, calibrated the same way: TPR "
-            f"{pct_ci(mia['tpr'], mia.get('tpr_ci95'))} at held-out FPR {pct_ci(mia['fpr'], mia.get('fpr_ci95'))}, "
-            f"ROC AUC {fmt(mia['auc'])}.",
-            "",
-            f"Per-sample decisions use the calibrated α = {fmt(cal['alpha'])} from all non-members (the best single "
-            "threshold), so the non-members' rates in the comparison with the loss attack are in-sample; the table "
-            "judges each non-member at the α of the half it is not in.",
-            "",
-            f"Share of the prefix changed, by intensity: characters {shares('mean_char_change')}; words "
-            f"{shares('mean_word_change')}.",
-            "",
             "Samples flagged as memorized (95% Wilson intervals in brackets; every sample's scores and performance "
             "table: `audit.pearl.samples` and `audit.pearl.tables` in report.json):",
             "",
@@ -103,21 +117,26 @@ class PearlView(View):
         ]
         for side in ("members", "nonmembers"):
             lines.append("| " + " | ".join([side, *[cell(k, side) for k in keys]]) + " |")
-        t4 = mia.get("table4")
-        if t4:
-            lines += [
-                "",
-                "PEARL against the loss attack, at the same FPR target:",
-                "",
-                "| population | loss attack | PEARL | both | PEARL only | loss attack only | neither |",
-                "|---|---|---|---|---|---|---|",
-            ]
-            for side, r in t4.items():
-                lines.append(
-                    f"| {side} | {pct(r['mia_rate'])} | {pct(r['pearl_rate'])} | "
-                    f"{pct(r['both_rate'])} | {r['pearl_only']} | {r['mia_only']} | {r['neither']} |"
-                )
-        return "\n".join(lines)
+        return lines
+
+    @staticmethod
+    def _table4(t4: dict[str, Any] | None) -> list[str]:
+        """PEARL's flags against the loss attack's per population (PEARL Table 4); none without the attack."""
+        if not t4:
+            return []
+        lines = [
+            "",
+            "PEARL against the loss attack, at the same FPR target:",
+            "",
+            "| population | loss attack | PEARL | both | PEARL only | loss attack only | neither |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for side, r in t4.items():
+            lines.append(
+                f"| {side} | {pct(r['mia_rate'])} | {pct(r['pearl_rate'])} | "
+                f"{pct(r['both_rate'])} | {r['pearl_only']} | {r['mia_only']} | {r['neither']} |"
+            )
+        return lines
 
     def summary(self, first: dict[str, Any], last: dict[str, Any]) -> str:
         h, f = last["headline"], first["headline"]
