@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from fedmem.cli import run_experiment
-from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.config.compose import compose_dict
+from fedmem.config.experiment import from_dict
 from fedmem.engine.model.load import adapter_state
 from fedmem.experiment.runtime import client_round, fresh_lora_model
 

@@ -26,8 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one-epoch adapter)
 
-from fedmem.audit.base import build_method_config  # noqa: E402
-from fedmem.config.experiment import compose_dict, from_dict  # noqa: E402
+from fedmem.config.compose import compose_dict
+from fedmem.config.experiment import from_dict  # noqa: E402
 from fedmem.engine.config import Decoding  # noqa: E402
 from fedmem.engine.generation import generate_batched  # noqa: E402
 from fedmem.engine.model.load import load_adapter_state  # noqa: E402
@@ -65,7 +65,7 @@ def greedy_check(state: dict, overrides: list[str], k: int) -> str:
         load_adapter_state(model, state)
         run = run_audit_pool(cfg)[0]
         prompts = [s.prompt_ids for c in run.clients for s in run.train[c]][:k]
-        cap = build_method_config("mr", cfg.audit.sections.get("mr")).max_new_tokens
+        cap = cfg.audit.sections["mr"].max_new_tokens
         outs = {b: generate_batched(model, tokenizer, prompts, cap, decoding=Decoding("greedy"),
                                     batch_size=None if rows == "auto" else rows, backend=b)
                 for b, rows in BACKENDS.items()}

@@ -22,7 +22,7 @@ import time
 import torch
 from references import english_passages
 
-from fedmem.config.experiment import compose_dict
+from fedmem.config.compose import compose_dict
 from fedmem.engine.config import Decoding, ModelConfig, TrainConfig
 from fedmem.engine.generation import generate_batched
 from fedmem.engine.model.load import load_base, merged_copy, wrap_lora

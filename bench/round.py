@@ -41,7 +41,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from safetensors.torch import load_file, save_file
 
 from fedmem.common.io import atomic_path
-from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.config.compose import compose_dict
+from fedmem.config.experiment import from_dict
 from fedmem.engine.generation import generate_batched
 from fedmem.engine.model.load import adapter_state, load_adapter_state
 from fedmem.engine.train import train_local

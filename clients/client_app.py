@@ -12,7 +12,7 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedmem.config.experiment import load_config
+from fedmem.config.compose import load_config
 from fedmem.experiment.runtime import client_round
 
 

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from fedmem.config.experiment import (
+from fedmem.config import (
     compose_dict,
     conf_dir,
     from_dict,

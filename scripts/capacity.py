@@ -28,11 +28,11 @@ import time
 import numpy as np
 import torch
 
-from fedmem.audit.base import build_method_config
 from fedmem.audit.intervals import wilson
 from fedmem.audit.prior_aware import default_m
 from fedmem.audit.samples import build_audit_run
-from fedmem.config.experiment import compose_dict, from_dict
+from fedmem.config.compose import compose_dict
+from fedmem.config.experiment import from_dict
 from fedmem.engine.config import Decoding
 from fedmem.engine.generation import generate_batched
 from fedmem.engine.scoring import sequence_logprobs
@@ -83,7 +83,7 @@ def run_variant(overrides: list[str], epochs: int, every: int) -> None:
     members = [s for c in run.clients for s in run.train[c]]
     others = [s for c in run.clients for s in run.test[c]]
     examples, truncated = train_examples(cfg, None)
-    suffix_len = build_method_config("pa", cfg.audit.sections.get("pa")).suffix_len
+    suffix_len = cfg.audit.sections["pa"].suffix_len
     m = default_m(suffix_len)
     n_params = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"\n## {' '.join(overrides) or '(preset defaults)'}\n")

@@ -12,7 +12,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDic
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp import strategy as flwr_strategy
 
-from fedmem.config.experiment import ExperimentConfig, load_config
+from fedmem.config.compose import load_config
+from fedmem.config.experiment import ExperimentConfig
 from fedmem.experiment.lifecycle import RoundFailedError, record_failure
 from fedmem.experiment.runtime import run_auditor
 from fedmem.federation.strategies import strategy_named

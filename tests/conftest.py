@@ -108,7 +108,7 @@ def smollm2_dir(cache_dir):
 @pytest.fixture
 def compose(cache_dir, tmp_path):
     """compose(*overrides) -> plain config dict for a fast experiment writing into tmp_path."""
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
 
     def _compose(*overrides: str) -> dict:
         d = compose_dict([*FAST, f"cache_dir={cache_dir}", *overrides])
@@ -135,7 +135,7 @@ def full_run(tmp_path_factory, cache_dir):
     import io
 
     from fedmem.cli import run_experiment
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
 
     d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "audit.methods=[utility,mr,pearl,pa]",
                       "audit.pearl.n=2", "audit.pearl.samples_per_intensity=2", "audit.pa.c=8"])

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedmem.config.experiment import compose_dict
+from fedmem.config.compose import compose_dict
 from fedmem.data import (
     DATA_SOURCES,
     DataConfig,

@@ -183,7 +183,7 @@ def test_unreadable_path_is_one_clear_error(tmp_path):
 
 def test_hydra_overrides_reach_the_local_loader(tmp_path):
     """The command in conf/data/local.yaml, composed as the CLI does: column mapping and client column."""
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
 
     d = compose_dict(["data=local", f"data.path={FIX / 'clinic_notes.csv'}", "data.num_clients=2",
                       "data.columns={patient:question_text,doctor:answer_text}", "data.client_column=site",

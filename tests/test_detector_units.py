@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import re
 from pathlib import Path
 
 import numpy as np
@@ -263,32 +262,12 @@ def test_defaults_are_lee_et_al():
         assert f.metadata.get("help"), f.name
 
 
-def test_yaml_matches_the_dataclass():
-    yaml = pytest.importorskip("yaml")
-    path = REPO / "conf" / "audit" / "detector" / "default.yaml"
-    first = path.read_text().splitlines()[0]
-    assert re.match(r"# fedmem run audit/detector=default\b", first)
-    from fedmem.config.experiment import compose_dict
+def test_the_composed_config_holds_the_dataclass_defaults():
+    from fedmem.config import compose_dict
 
-    assert yaml.safe_load(path.read_text())["defaults"] == ["schema", "_self_"]  # its defaults are the dataclass's
     assert DetectorConfig(**compose_dict([])["audit"]["mr"]["detector"]) == DetectorConfig()
 
 
-@pytest.mark.parametrize(
-    "bad, message",
-    [
-        ({"th1": 1.5}, "th1"),
-        ({"src_gap": -1}, "src_gap"),
-        ({"min_plaglen": 2.5}, "min_plaglen"),
-        ({"scorer": "bert"}, "scorer"),
-        ({"scorer": "cross_encoder"}, "cross_encoder_path"),
-        ({"paraphrase_high": 0.995}, "paraphrase_high"),
-        ({"batch_size": 0}, "batch_size"),
-        ({"encoder_dtype": "float16"}, "encoder_dtype"),
-        ({"ner_workers": -1}, "ner_workers"),
-        ({"summary_ratio": 0}, "summary_ratio"),
-    ],
-)
 def test_bad_config_values_are_rejected(bad, message):
     with pytest.raises(ValueError, match=message):
         DetectorConfig(**bad)

@@ -171,7 +171,7 @@ def plugin_conf(tmp_path, monkeypatch):
     import shutil
     import sys
 
-    from fedmem.config.experiment import conf_dir
+    from fedmem.config.compose import conf_dir
 
     (tmp_path / "plugin").mkdir()
     (tmp_path / "plugin" / "fedmem_toy_plugin.py").write_text(PLUGIN)
@@ -198,7 +198,7 @@ def plugin_conf(tmp_path, monkeypatch):
 
 def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin_conf, cache_dir):
     from fedmem.cli import run_experiment
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
     from tests.conftest import FAST, synthetic_only
 
     fast = [o for o in FAST if not synthetic_only(o)]  # the test-sized settings, the synthetic source's left out

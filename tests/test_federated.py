@@ -23,7 +23,7 @@ def _adapter(run_dir: Path, r: int) -> dict:
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory, cache_dir):
     """FedAvg and FedProx(mu=0) runs of 2 clients x 1 round through the Flower simulation."""
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
     from tests.conftest import FAST
 
     out = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedmem.cli import main, run_experiment
-from fedmem.config.experiment import compose_dict
+from fedmem.config.compose import compose_dict
 from tests.conftest import FAST
 
 METHODS = ["audit.methods=[utility,mr,pa]", "audit.mr.detector.ner_workers=0"]
@@ -95,7 +95,7 @@ def test_an_experiment_preset_restores_its_rules_over_the_runs_resolved_ones(tra
 
     cfg, rounds, _ = prepare_reaudit(str(trained), ["experiment=paper"], None)
     assert cfg.experiment == "paper" and rounds == [0, 1]
-    assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"  # the run itself used offline_demo's public
+    assert cfg.audit.sections["pa"].generic_source == "appendix_b"  # the run itself used offline_demo's public
 
 
 @pytest.mark.parametrize("override, message", [
@@ -218,9 +218,13 @@ def test_external_audit_refuses_what_is_not_a_local_model(tmp_path, capsys, monk
 
 
 def test_a_study_preset_is_refused_as_a_re_audit_override():
-    from fedmem.experiment.reaudit import apply_overrides
+    from fedmem.config import compose_over
 
     base = compose_dict(FAST)
-    with pytest.raises(ValueError, match="experiment=paper_decoding is a study preset"):
-        apply_overrides(base, ["experiment=paper_decoding"])
-    assert apply_overrides(base, ["experiment=paper"])["experiment"] == "paper"  # a plain preset still applies
+    with pytest.raises(ValueError, match=r"experiment=paper_decoding: .* \(a study preset"):
+        compose_over(base, ["experiment=paper_decoding"])
+    over = compose_over(base, ["experiment=paper", "audit/decoding=greedy", "audit.prefix_len=10"])
+    assert over["experiment"] == "paper" and over["audit"]["pa"]["generic_source"] == "appendix_b"  # preset applies
+    assert over["audit"]["decoding"]["strategy"] == "greedy" and over["audit"]["prefix_len"] == 10
+    assert {k: v for k, v in over.items() if k not in ("audit", "experiment")} == {
+        k: v for k, v in base.items() if k not in ("audit", "experiment")}  # the saved run's training, untouched

@@ -1,7 +1,6 @@
 """The PEARL audit method end to end on a real tiny Qwen2 model that has memorized its members."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -197,7 +196,7 @@ def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
 def test_default_sizes_calibrate_on_30_non_members_and_hold_the_common_draw(preset):
     """The default experiment's PEARL: at least 30 non-members in all (15 per cross-fitting half), and members
     enough to hold every client's common draw; what it costs is what ``work`` says."""
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
 
     d = compose_dict([f"experiment={preset}"])
     pearl, clients = build_method_config("pearl", d["audit"]["pearl"]), d["data"]["num_clients"]
@@ -209,19 +208,10 @@ def test_default_sizes_calibrate_on_30_non_members_and_hold_the_common_draw(pres
     assert PearlSensitivity.work(pearl, clients) == f"{generations} generations"
 
 
-def test_conf_file_matches_the_config_defaults():
-    import yaml
+def test_the_root_schema_holds_the_dataclass_defaults():
+    from fedmem.config import schemas
 
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "conf", "audit", "pearl", "default.yaml")
-    with open(path) as f:
-        first = f.readline()
-        f.seek(0)
-        values = yaml.safe_load(f)
-    from fedmem.config.experiment import schemas
-
-    assert first.startswith("# ") and "audit/pearl" in first
-    assert values == {"defaults": ["schema", "_self_"]}  # its defaults are the dataclass's, changed by nothing
-    assert build_method_config("pearl", schemas()["audit/pearl"]) == PearlConfig()
+    assert build_method_config("pearl", schemas()[""]["audit"]["pearl"]) == PearlConfig()
 
 
 def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):

@@ -6,7 +6,7 @@ import pytest
 
 from bench.references import english_passages
 from fedmem.cli import run_experiment
-from fedmem.config.experiment import compose_dict
+from fedmem.config.compose import compose_dict
 from tests.conftest import FAST
 
 LOCAL_FAST = [o for o in FAST if not o.startswith(("data.public_size", "data.canary", "data.shared"))]

@@ -447,7 +447,7 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
 
 
 def test_the_paper_preset_draws_5000_prior_prefixes_in_5_trials():
-    from fedmem.config.experiment import compose_dict
+    from fedmem.config.compose import compose_dict
 
     pa = compose_dict(["experiment=paper"])["audit"]["pa"]
     assert (pa["c"], pa["trials"]) == (5000, 5)

@@ -145,7 +145,8 @@ def test_the_tiny_base_is_built_from_the_datas_public_corpus_and_cached_by_it(pr
 
 def test_a_local_text_run_builds_its_own_tokenizer_and_reports_truncation(prose, cache_dir, tmp_path):
     from fedmem.cli import run_experiment
-    from fedmem.config.experiment import compose_dict, from_dict
+    from fedmem.config.compose import compose_dict
+    from fedmem.config.experiment import from_dict
     from fedmem.experiment.runtime import base_model
     from tests.conftest import FAST
 

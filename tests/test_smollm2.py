@@ -9,7 +9,7 @@ import pytest
 
 from bench.references import english_passages
 from fedmem.cli import main, run_experiment
-from fedmem.config.experiment import compose_dict
+from fedmem.config.compose import compose_dict
 from tests.conftest import report_schema_errors
 
 

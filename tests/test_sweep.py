@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from fedmem.cli import main, run_experiment
-from fedmem.config.experiment import compose_dict, conf_dir, from_dict
+from fedmem.config.compose import compose_dict, conf_dir
+from fedmem.config.experiment import from_dict
 from fedmem.reports.sweep import load_sweep, sweep_tables, write_sweep_report
 from tests.conftest import FAST
 
@@ -56,8 +57,8 @@ def test_every_experiment_preset_opens_with_its_command_and_composes(name):
     assert cfg.experiment == name
     if study:  # the paper's default setting, the paper's audit rules, and n = 4K prefixes per client
         assert cfg.model.name == "qwen2.5-3b" and cfg.data.source == "hf" and cfg.data.train_per_client == 27000
-        assert cfg.audit.sections["mr"]["n"] == 4000 and cfg.audit.methods == ["utility", "mr"]
-        assert cfg.audit.sections["pa"]["generic_source"] == "appendix_b"  # experiment=paper's rules underneath
+        assert cfg.audit.sections["mr"].n == 4000 and cfg.audit.methods == ["utility", "mr"]
+        assert cfg.audit.sections["pa"].generic_source == "appendix_b"  # experiment=paper's rules underneath
 
 
 def test_the_unchanged_presets_keep_their_rules():

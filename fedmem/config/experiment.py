@@ -13,8 +13,6 @@ import importlib
 import json
 import os
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -24,22 +22,19 @@ from fedmem.audit.config import AuditConfig
 from fedmem.common.fields import (
     build_section,
     check_fields,
-    field_default,
     option,
     positive,
 )
 from fedmem.common.io import atomic_write_text
 from fedmem.data import (
-    DATA_SOURCES,
     DataConfig,
     DataSourceConfig,
     TaskConfig,
     check_configs,
 )
-from fedmem.engine.config import Decoding, ModelConfig, TrainConfig
+from fedmem.engine.config import ModelConfig, TrainConfig
 from fedmem.federation.strategies import (
     CENTRALIZED,
-    STRATEGIES,
     StrategyConfig,
     strategy_config,
 )
@@ -94,6 +89,22 @@ class ExperimentConfig:
 
     def hash(self) -> str:
         """A short hash of everything that changes results (not where they are written)."""
+        return self._memo("hash", self._hash)
+
+    def part_hash(self, *sections: str) -> str:
+        """A short hash of the named sections and the seed: what a cached object (data, base model) depends on,
+        so that a change of the audit settings alone reuses it."""
+        return self._memo(sections, lambda: self._part_hash(sections))
+
+    def _memo(self, key, compute):
+        """A figure of the config, computed once: a config is never changed in place (``dataclasses.replace``
+        makes a new one), and the runtime's caches look their hashes up on every call."""
+        memo = self.__dict__.setdefault("_memo_values", {})
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
+    def _hash(self) -> str:
         d = self.to_dict()
         for key in ("run_dir", "cache_dir", "experiment"):
             d.pop(key, None)
@@ -102,9 +113,7 @@ class ExperimentConfig:
         d["train"].pop("progress", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
-    def part_hash(self, *sections: str) -> str:
-        """A short hash of the named sections and the seed: what a cached object (data, base model) depends on,
-        so that a change of the audit settings alone reuses it."""
+    def _part_hash(self, sections: tuple[str, ...]) -> str:
         d = self.to_dict()
         blob = {name: d[name] for name in sections} | {"seed": self.seed}
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -130,7 +139,8 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
         model=build_section(ModelConfig, d.get("model"), "model"),
         train=build_section(TrainConfig, d.get("train"), "train"),
         strategy=strategy_config(d.get("strategy")),
-        audit=build_section(AuditConfig, {**audit, "sections": sections}, "audit"),
+        audit=build_section(AuditConfig, {**audit, "sections": _method_sections(sections, audit.get("methods"))},
+                            "audit"),
         simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
         experiment=str(d.get("experiment", "none")),
         plugins=plugins,
@@ -157,14 +167,23 @@ def import_plugins(plugins: Any) -> list[str]:
     return list(plugins)
 
 
-def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Each enabled audit method's validated config, by name, in the order of ``audit.methods``."""
-    out = {}
-    for name in cfg.audit.methods:
+def _method_sections(sections: dict[str, Any], enabled: Any) -> dict[str, Any]:
+    """Every audit method's config section, built and validated once, by name: each section the config holds (the
+    schema holds one per registered method) and each enabled method's (its defaults when the config has none)."""
+    enabled = list(enabled) if isinstance(enabled, (list, tuple)) else list(AuditConfig().methods)
+    for name in enabled:
         if name not in AUDIT_METHODS:
             raise ValueError(f"audit.methods: unknown method {name!r}; known: {sorted(AUDIT_METHODS)}")
-        out[name] = build_method_config(name, cfg.audit.sections.get(name))
-    return out
+    for name in sections:
+        if name not in AUDIT_METHODS:
+            raise ValueError(f"audit.{name}: no audit method is named {name!r}; known: {sorted(AUDIT_METHODS)} (a "
+                             f"method of your own: register it in a module listed in plugins)")
+    return {name: build_method_config(name, sections.get(name)) for name in dict.fromkeys([*sections, *enabled])}
+
+
+def method_configs(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Each enabled audit method's config, by name, in the order of ``audit.methods``."""
+    return {name: cfg.audit.sections[name] for name in cfg.audit.methods}
 
 
 def validate(cfg: ExperimentConfig) -> None:
@@ -189,82 +208,11 @@ def validate(cfg: ExperimentConfig) -> None:
                                  f"to all) or lower audit.{name}'s size")
 
 
-# ---------------------------------------------------------------- Hydra composition, files
+# ---------------------------------------------------------------- files
 
 
-def conf_dir() -> str:
-    """The config tree: $FEDMEM_CONF if set, else the one shipped in the package (conf/ of a checkout)."""
-    env = os.environ.get("FEDMEM_CONF")
-    if env:
-        return str(Path(env).resolve())
-    return str(resources.files("fedmem.conf"))
-
-
-def defaults_of(cls) -> dict[str, Any]:
-    """A config dataclass's defaults as plain data (nested sections as dicts), without running its checks."""
-    out = {}
-    for f in dataclasses.fields(cls):
-        value = field_default(f)
-        if dataclasses.is_dataclass(value):
-            value = dataclasses.asdict(value)
-        if value == {}:  # null, not an empty mapping: Hydra's struct mode refuses keys an override adds to one
-            value = None
-        out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def schemas() -> dict[str, dict[str, Any]]:
-    """Every config group's defaults from its dataclass, by the group's package in conf/ (``task``,
-    ``data/synthetic``, ``strategy/fedprox``, ``audit/mr``, ...): the one home of every default. A preset extends its
-    group's schema (``defaults: [schema, _self_]``; ``<name>_schema`` for a data source or a strategy, each with
-    settings of its own) and lists only what it changes."""
-    methods = {f"audit/{name}": defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
-    shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
-    # every registered method's settings sit under audit.<name> even without a YAML of its own (or a line in
-    # config.yaml's defaults list), so that `audit.<name>.<key>=...` overrides a new method's setting too
-    out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
-                "simulation": defaults_of(SimulationConfig),
-                "audit": shared | {k.removeprefix("audit/"): v for k, v in methods.items()}},
-           "task": defaults_of(TaskConfig), "audit/decoding": defaults_of(Decoding), **methods}
-    out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
-    out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
-    out["audit/detector"] = out["audit/mr"]["detector"]
-    return out
-
-
-def register_schemas(overrides: list[str] = ()) -> None:
-    """Store :func:`schemas` in Hydra's ConfigStore (as ``schema`` in each group, ``<name>_schema`` in ``data`` and
-    ``strategy``, the root's as ``schema``), before a composition reads conf/. The plugins an override names (``plugins=[...]``)
-    are imported first, so that their methods' and sources' schemas are there for their YAML and overrides."""
-    from hydra.core.config_store import ConfigStore
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    for override in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("plugins=")]):
-        import_plugins(override.value())
-
-    store = ConfigStore.instance()
-    for package, node in schemas().items():
-        group, _, variant = package.partition("/") if package.startswith(("data/", "strategy/")) else (package, "", "")
-        store.store(name=f"{variant}_schema" if variant else "schema", group=group or None, node=node)
-
-
-def compose_dict(overrides: list[str] | None = None) -> dict:
-    """Compose the config tree with overrides into a plain dict (for tests and ``resolve``), no Hydra run dir."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    register_schemas(list(overrides or []))
-    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides or []), return_hydra_config=False)
-    d = OmegaConf.to_container(cfg, resolve=True)
-    d.pop("hydra", None)
-    return d
-
-
-def load_config(path: str | os.PathLike | None) -> ExperimentConfig:
-    """A resolved config written by ``fedmem run`` / ``fedmem resolve`` (YAML), validated; empty: the defaults."""
-    if not path:  # `flwr run .` without --run-config: the default experiment
-        return from_dict({**compose_dict([]), "run_dir": "runs/flwr-default"})
+def read_config(path: str | os.PathLike) -> ExperimentConfig:
+    """A resolved config written by ``fedmem run`` / ``fedmem resolve`` (YAML), validated."""
     with open(path) as f:
         return from_dict(yaml.safe_load(f))
 

@@ -24,16 +24,14 @@ from typing import Callable
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.common.io import atomic_write_json
-from fedmem.config.experiment import (
+from fedmem.config import (
     ExperimentConfig,
     compose_dict,
-    conf_dir,
+    compose_over,
     from_dict,
-    schemas,
     write_config,
 )
 from fedmem.engine.model.gguf import gguf_identity
@@ -52,9 +50,6 @@ from fedmem.experiment.runtime import (
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.sweep import write_sweep_report
 
-# what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
-REAUDIT_KEYS = ("audit.", "audit/", "experiment")
-
 
 def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """(``run`` / ``rounds`` / ``name`` values, the config overrides), in order."""
@@ -68,49 +63,6 @@ def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
         else:
             overrides.append(arg)
     return special, overrides
-
-
-def group_packages() -> dict[str, str]:
-    """Config group -> where its preset goes in the config, read from conf/config.yaml's defaults list
-    (``audit/detector@audit.mr.detector``: the group audit/detector fills ``audit.mr.detector``)."""
-    defaults = yaml.safe_load((Path(conf_dir()) / "config.yaml").read_text())["defaults"]
-    out = {}
-    for entry in defaults:
-        if isinstance(entry, dict):
-            (key, _), = entry.items()
-            if key.startswith("override "):
-                continue
-            group, _, package = key.partition("@")
-            out[group] = package or group.replace("/", ".")
-    return out
-
-
-def apply_overrides(d: dict, overrides: list[str]) -> dict:
-    """``d`` with Hydra-style overrides applied: ``a.b=value`` sets a key, ``group=preset`` loads a preset of a
-    config group (conf/<group>/<preset>.yaml) into its place."""
-    groups = group_packages()
-    cfg = OmegaConf.create(d)
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key in groups:
-            path = Path(conf_dir()) / key / f"{value}.yaml"
-            if not path.is_file():
-                known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-                raise ValueError(f"{key}={value}: no such preset; known: {known}")
-            preset = OmegaConf.load(path)
-            extends = list(preset.pop("defaults", None) or [])
-            if extends == ["schema", "_self_"]:  # a preset listing only its changes to the group's schema
-                preset = OmegaConf.merge(schemas()[key], preset)
-            elif extends or "hydra" in preset:  # a study preset: a whole sweep of trainings
-                raise ValueError(f"{key}={value} is a study preset (it composes other presets and sweeps training "
-                                 f"settings); re-audit with its audit settings as overrides instead")
-            if "@package _global_" in path.read_text().split("\n", 1)[0]:
-                cfg = OmegaConf.merge(cfg, preset)
-            else:
-                OmegaConf.update(cfg, groups[key], preset, merge=False)
-        else:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([override]))
-    return OmegaConf.to_container(cfg, resolve=True)
 
 
 def audit_name(overrides: list[str]) -> str:
@@ -147,12 +99,7 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     run = Path(run_dir)
     if not (run / "config.yaml").is_file():
         raise ValueError(f"run={run_dir}: not a fedmem run directory (no config.yaml)")
-    for override in overrides:
-        key = override.partition("=")[0]
-        if not key.startswith(REAUDIT_KEYS):
-            raise ValueError(f"{key}: shaped training and cannot change in a re-audit (only audit.*, audit/<group> and "
-                             f"experiment may); train a new run instead")
-    d = apply_overrides(yaml.safe_load((run / "config.yaml").read_text()), overrides)
+    d = compose_over(yaml.safe_load((run / "config.yaml").read_text()), overrides)
     d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)

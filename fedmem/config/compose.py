@@ -1,0 +1,166 @@
+"""Hydra composition of the one config tree, conf/: a run's config from the defaults and its overrides, and a
+re-audit's from a run's saved config and its overrides, both through Hydra's compose API and override grammar.
+
+Every default lives once, in a config dataclass: :func:`schemas` stores them in Hydra's ConfigStore, the root's as
+``schema`` and each group's as ``schema`` (``<name>_schema`` for a data source or a strategy), and a preset in
+conf/ extends its schema and lists only what it changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fedmem.audit import AUDIT_METHODS
+from fedmem.audit.config import AuditConfig
+from fedmem.common.fields import field_default
+from fedmem.config.experiment import (
+    ExperimentConfig,
+    SimulationConfig,
+    from_dict,
+    import_plugins,
+    read_config,
+)
+from fedmem.data import DATA_SOURCES, TaskConfig
+from fedmem.engine.config import Decoding, TrainConfig
+from fedmem.federation.strategies import STRATEGIES
+
+# what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
+REAUDIT_KEYS = ("audit.", "audit/", "experiment")
+
+
+def conf_dir() -> str:
+    """The config tree: $FEDMEM_CONF if set, else the one shipped in the package (conf/ of a checkout)."""
+    env = os.environ.get("FEDMEM_CONF")
+    if env:
+        return str(Path(env).resolve())
+    return str(resources.files("fedmem.conf"))
+
+
+def defaults_of(cls) -> dict[str, Any]:
+    """A config dataclass's defaults as plain data (nested sections as dicts), without running its checks."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        value = field_default(f)
+        if dataclasses.is_dataclass(value):
+            value = dataclasses.asdict(value)
+        if value == {}:  # null, not an empty mapping: Hydra's struct mode refuses keys an override adds to one
+            value = None
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """Every config group's defaults from its dataclass, by the group's package in conf/ (``task``,
+    ``data/synthetic``, ``strategy/fedprox``, ``audit/decoding``), and the root's (``""``)."""
+    # every registered method's settings sit under audit.<name> in the root schema, so that
+    # `audit.<name>.<key>=...` overrides any method's setting, a plugin's included, with no YAML of its own
+    methods = {name: defaults_of(m.Config) for name, m in AUDIT_METHODS.items() if m.Config is not dict}
+    shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
+    out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
+                "simulation": defaults_of(SimulationConfig), "audit": shared | methods},
+           "task": defaults_of(TaskConfig), "audit/decoding": defaults_of(Decoding)}
+    out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
+    out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
+    return out
+
+
+def register_schemas(overrides: list[str] = ()) -> None:
+    """Store :func:`schemas` in Hydra's ConfigStore before a composition reads conf/. The plugins an override names
+    (``plugins=[...]``) are imported first, so that their methods' and sources' schemas are there for their YAML and
+    overrides."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("plugins=")]):
+        import_plugins(override.value())
+
+    store = ConfigStore.instance()
+    for package, node in schemas().items():
+        group, _, variant = package.partition("/") if package.startswith(("data/", "strategy/")) else (package, "", "")
+        store.store(name=f"{variant}_schema" if variant else "schema", group=group or None, node=node)
+
+
+def _compose(config_name: str, overrides: list[str], hydra_config: bool = False):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra_config)
+
+
+def compose_dict(overrides: list[str] | None = None) -> dict:
+    """The config tree composed with ``overrides`` into a plain dict (``resolve``, ``data check``, tests)."""
+    from omegaconf import OmegaConf
+
+    register_schemas(list(overrides or []))
+    d = OmegaConf.to_container(_compose("config", list(overrides or [])), resolve=True)
+    d.pop("hydra", None)
+    return d
+
+
+def _groups() -> dict[str, str]:
+    """The config groups of conf/config.yaml's defaults list, with the package each fills (Hydra's own record of
+    the choices it composed: ``audit/decoding@audit.decoding`` -> ``audit.decoding``)."""
+    choices = _compose("config", [], hydra_config=True).hydra.runtime.choices
+    return {key: key.partition("@")[2] or key.partition("@")[0].replace("/", ".")
+            for key in choices if not key.startswith("hydra/")}
+
+
+def _leaves(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    return {k: v for key, value in d.items() for k, v in _leaves(value, f"{prefix}{key}.").items()} or {prefix: d}
+
+
+def compose_over(saved: dict, overrides: list[str]) -> dict:
+    """A re-audit's config: a run's saved (resolved) config with ``overrides`` applied by Hydra's compose API, a
+    dotted key setting a value (``audit.prefix_len=10``) and a group's preset (``audit/decoding=top_p``,
+    ``experiment=paper``) merging over the saved values at its place. A change to anything that shaped training is
+    refused, naming the key."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf import OmegaConf
+
+    for override in overrides:
+        key = override.partition("=")[0].lstrip("+~")
+        if not key.startswith(REAUDIT_KEYS):
+            raise ValueError(f"{key}: shaped training and cannot change in a re-audit (only audit.*, audit/<group> and "
+                             f"experiment may); train a new run instead")
+    register_schemas(overrides)
+    groups = _groups()
+    store = ConfigStore.instance()
+    store.store(name="fedmem_saved_run", node=saved)
+    # the saved config first, then any group an override selects (none by default: each group is null)
+    store.store(name="fedmem_over_saved_run", node={"defaults": ["fedmem_saved_run", "_self_",
+                                                                  *({g: None} for g in groups)]})
+    try:
+        d = OmegaConf.to_container(_compose("fedmem_over_saved_run", overrides), resolve=True)
+    except MissingConfigException as e:  # a preset that does not exist: named as the user wrote it
+        group, _, name = (e.missing_cfg_file or "").rpartition("/")
+        known = sorted(o for o in (e.options or []) if o != "schema")
+        raise ValueError(f"{group}={name}: no such preset; known: {known}") from None
+    except ConfigCompositionException as e:
+        presets = [o for o in overrides if o.partition("=")[0] in ("experiment", *groups)]
+        if not presets:
+            raise
+        raise ValueError(f"{' '.join(presets)}: {str(e).splitlines()[0]} (a study preset composes other presets and "
+                         f"sweeps training settings: re-audit with its audit settings as overrides instead)") from None
+    before, after = _leaves(saved), _leaves(d)
+    changed = sorted(k for k in before.keys() | after.keys()
+                     if before.get(k) != after.get(k) and not k.rstrip(".").startswith(REAUDIT_KEYS))
+    if changed:
+        key = changed[0].rstrip(".")  # a preset that reaches past the audit's rules (a study preset)
+        raise ValueError(f"{key}: shaped training and cannot change in a re-audit, and {' '.join(overrides)} changes "
+                         f"it: re-audit with the preset's audit settings as overrides instead, or train a new run")
+    return d
+
+
+def load_config(path: str | os.PathLike | None) -> ExperimentConfig:
+    """A run's resolved config (``config.yaml``), validated; empty: the defaults (``flwr run .`` without a run
+    config)."""
+    if not path:
+        return from_dict({**compose_dict([]), "run_dir": "runs/flwr-default"})
+    return read_config(path)
