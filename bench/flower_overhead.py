@@ -49,7 +49,7 @@ def main() -> None:
     bare = []
     for r in range(1, args.rounds + 1):
         t = time.perf_counter()
-        states = [client_round(cfg, c, state, r)[0] for c in range(args.clients)]
+        states = [client_round(cfg, c, state, {"server-round": r})[0] for c in range(args.clients)]
         state = {k: sum(s[k] for s in states) / len(states) for k in state}
         bare.append(time.perf_counter() - t)
     steady_f, steady_b = sum(flower[1:]) or flower[0], sum(bare[1:]) or bare[0]

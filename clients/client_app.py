@@ -1,7 +1,7 @@
 """Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment.runtime``.
 
-Only the adapter crosses the wire, both ways. The FedProx mu comes from the server ("proximal-mu" in the
-train config, set by flwr's FedProx strategy); FedAvg sends none, which is mu = 0.
+Only the adapter crosses the wire, both ways. The train config the server sent goes to the round as it came
+(the round number, and whatever the strategy sends for its term in the local loss, such as FedProx's mu).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedmem.config.compose import load_config
-from fedmem.experiment.runtime import client_round
+from fedmem.config import load_config
+from fedmem.experiment.runtime import check_partition, client_round
 
 
 @functools.lru_cache(maxsize=4)
@@ -31,18 +31,9 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
     def train(msg: Message, context: Context) -> Message:
         cfg = run_config(config_path or context.run_config["config-path"])
         torch.set_num_threads(cfg.simulation.torch_threads)
-        client = int(context.node_config["partition-id"])
-        if client >= cfg.num_clients:  # e.g. `flwr run` on a federation with more supernodes than clients
-            raise ValueError(f"supernode partition-id {client} but the config has {cfg.num_clients} clients: "
-                             f"run with num-supernodes = data.num_clients ({cfg.num_clients})")
-        conf = msg.content["config"]
-        state, metrics = round_fn(
-            cfg,
-            client,
-            msg.content["arrays"].to_torch_state_dict(),
-            server_round=int(conf["server-round"]) + int(conf.get("round-offset", 0)),  # a resumed run's numbering
-            mu=float(conf.get("proximal-mu", 0.0)),
-        )
+        client = check_partition(cfg, int(context.node_config["partition-id"]))
+        state, metrics = round_fn(cfg, client, msg.content["arrays"].to_torch_state_dict(),
+                                  dict(msg.content["config"]))
         metrics = MetricRecord({**metrics, "partition_id": client})
         return Message(RecordDict({"arrays": ArrayRecord(torch_state_dict=state), "metrics": metrics}), reply_to=msg)
 

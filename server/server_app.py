@@ -1,82 +1,49 @@
-"""Flower ServerApp: the strategy loop plus fedmem's per-round audit hook (round 0 and after every round).
+"""Flower ServerApp: the strategy loop plus fedmem's per-round audit (round 0 and after every round).
 
-Thin: the audit, the reports and the model live in ``fedmem.experiment.auditor`` and ``fedmem.experiment.runtime``; this file only
-maps the config to a Flower strategy and hands the aggregated adapter to the hook.
+Thin: the round rules (participation, failure, metric aggregation, the strategy and its arguments) live in
+``fedmem.federation.rounds``, the audit and reports in ``fedmem.experiment``; this file turns Flower's messages
+into plain values for them and hands the aggregated adapter to the audit.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp import strategy as flwr_strategy
 
-from fedmem.config.compose import load_config
-from fedmem.config.experiment import ExperimentConfig
-from fedmem.experiment.lifecycle import RoundFailedError, record_failure
+from fedmem.config import ExperimentConfig, load_config
+from fedmem.experiment.lifecycle import record_failure
 from fedmem.experiment.runtime import run_auditor
-from fedmem.federation.strategies import strategy_named
+from fedmem.federation.rounds import (
+    Reply,
+    RoundFailedError,
+    aggregate_train_metrics,
+    flower_strategy,
+    last_line,
+    participation,
+)
 from fedmem.reports.pages import headline
 
 
-def last_line(reason: str) -> str:
-    """The exception line at the end of a client's error (Ray sends the whole remote traceback)."""
-    lines = [x.strip() for x in str(reason).splitlines() if x.strip()]
-    return lines[-1] if lines else "no detail"
+def _metrics(record) -> dict:
+    return dict(next(iter(record.metric_records.values())))
 
 
-WEIGHT_KEY = "num_examples"  # a client's share of the average (FedAvg's weighting), sent in its train metrics
-COUNTS = ("steps", "num_examples", "truncated_examples")  # the round's totals
-NOT_AGGREGATED = ("partition_id",)  # an id, not a figure
-
-
-def aggregate_train_metrics(records: list[RecordDict], weight_key: str) -> MetricRecord:
-    """The round's train metrics over its clients (Flower logs them): counts summed, the training length the
-    longest, the loss and any other figure weighted by the clients' examples; the partition id left out."""
-    rows = [dict(next(iter(r.metric_records.values()))) for r in records]
-    out = {}
-    for key in dict.fromkeys(k for row in rows for k in row):
-        if key in NOT_AGGREGATED:
-            continue
-        values = [(row[key], float(row[weight_key])) for row in rows if key in row]
-        if key in COUNTS:
-            out[key] = int(sum(v for v, _ in values))
-        elif key == "max_seq_len":
-            out[key] = int(max(v for v, _ in values))
-        else:
-            out[key] = sum(float(v) * w for v, w in values) / (sum(w for _, w in values) or 1.0)
-    return MetricRecord(out)
-
-
-def flower_class(name: str) -> type:
-    """A Flower strategy class: one of ``flwr.serverapp.strategy`` by name, or ``module:Class``."""
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    return getattr(flwr_strategy, name)
+def _reply(message) -> Reply:
+    if message.has_error():
+        return Reply(int(message.metadata.src_node_id), error=last_line(message.error.reason))
+    metrics = dict(message.content["metrics"])
+    return Reply(int(message.metadata.src_node_id), int(metrics["partition_id"]), metrics)
 
 
 def build_strategy(cfg: ExperimentConfig):
-    """The flwr strategy ``strategy.name`` registers (``fedmem.federation.strategies``), recording per-client train metrics for
-    the round report."""
-    s = cfg.strategy
-    common = dict(
-        fraction_train=s.fraction_train,
-        fraction_evaluate=0.0,  # utility and audits run centrally on the global model (evaluate_fn)
-        min_train_nodes=s.min_train_nodes,
-        # a round starts once this many nodes are connected: with a lower minimum, the run goes on without lost nodes
-        min_available_nodes=s.min_trained_clients or cfg.num_clients,
-        weighted_by_key=WEIGHT_KEY,
-        train_metrics_aggr_fn=aggregate_train_metrics,
-    )
-    spec = strategy_named(s.name)
-    cls, extra = flower_class(spec.flower_class), spec.arguments(s)
+    """The Flower strategy ``strategy.name`` names, aggregating in client order (so the average's bits never depend
+    on arrival order) and recording who took part and each client's train metrics for the round report."""
+    module, name, arguments = flower_strategy(cfg.strategy, cfg.num_clients)
+    cls = getattr(importlib.import_module(module), name)
 
     class Recording(cls):
-        """Aggregates replies in client order, so the average's bits never depend on arrival order; counts a
-        round only if enough sampled clients trained, and records who took part."""
-
         def configure_train(self, server_round, arrays, config, grid):
             messages = list(super().configure_train(server_round, arrays, config, grid))
             self.sampled[server_round] = len(messages)
@@ -84,28 +51,18 @@ def build_strategy(cfg: ExperimentConfig):
 
         def aggregate_train(self, server_round, replies):
             replies = list(replies)
-            failed = [{"node": int(r.metadata.src_node_id), "error": last_line(r.error.reason)}
-                      for r in replies if r.has_error()]
-            replies = sorted((r for r in replies if not r.has_error()),
+            seen = [_reply(r) for r in replies]
+            sampled = self.sampled.get(server_round, len(seen))
+            self.participation[server_round] = participation(server_round, sampled, seen,
+                                                             cfg.strategy.min_trained_clients)
+            trained = sorted((r for r in replies if not r.has_error()),
                              key=lambda r: int(r.content["metrics"]["partition_id"]))
-            sampled = self.sampled.get(server_round, len(replies) + len(failed))
-            trained = [int(r.content["metrics"]["partition_id"]) for r in replies]
-            need = s.min_trained_clients or sampled
-            no_reply = sampled - len(trained) - len(failed)
-            self.participation[server_round] = {"sampled": sampled, "trained": trained, "failed": failed,
-                                                "no_reply": no_reply}
-            if len(trained) < need:
-                errors = "; ".join(f"node {f['node']}: {f['error']}" for f in failed) or "no error reported"
-                raise RoundFailedError(
-                    f"round {server_round}: {len(trained)} of {sampled} sampled clients trained (clients "
-                    f"{trained}), strategy.min_trained_clients needs {need}; {len(failed)} failed, "
-                    f"{no_reply} sent no reply ({errors})")
-            self.train_log[server_round] = {
-                int(r.content["metrics"]["partition_id"]): dict(r.content["metrics"]) for r in replies
-            }
-            return super().aggregate_train(server_round, replies)
+            self.train_log[server_round] = {int(r.content["metrics"]["partition_id"]): dict(r.content["metrics"])
+                                            for r in trained}
+            return super().aggregate_train(server_round, trained)
 
-    strategy = Recording(**common, **extra)
+    strategy = Recording(**arguments, train_metrics_aggr_fn=lambda records, key: MetricRecord(
+        aggregate_train_metrics([_metrics(r) for r in records], key)))
     strategy.train_log, strategy.sampled, strategy.participation = {}, {}, {}
     return strategy
 

@@ -45,7 +45,8 @@ def test_invalid_config_is_rejected(compose, override, message):
 
 
 def test_a_strategy_reads_only_its_own_settings():
-    from fedmem.federation.strategies import FedProxConfig, strategy_config
+    from fedmem.federation.fedprox import FedProxConfig
+    from fedmem.federation.strategies import strategy_config
 
     assert strategy_config({"name": "fedprox", "proximal_mu": 0.1}) == FedProxConfig(name="fedprox", proximal_mu=0.1)
     with pytest.raises(ValueError, match=r"strategy.proximal_mu is not used by strategy.name=fedavg; it is a setting "

@@ -1,5 +1,6 @@
-"""Extending fedmem: a new audit method, data source or strategy is one module of its own (and its YAML). Each test
-registers a toy one from here, touches no other file, and checks that it shows up everywhere a built-in one does."""
+"""Extending fedmem: a new audit method, data source, strategy (with a term in the clients' local loss) or task is one
+module of its own (and its YAML). Each test registers a toy one from here, touches no other file, and checks that it
+shows up everywhere a built-in one does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fedmem.audit import AUDIT_METHODS, AuditMethod, Figure, RoundContext, regis
 from fedmem.audit.intervals import rate
 from fedmem.cli import main
 from fedmem.common.fields import check_fields, option
-from fedmem.data import DATA_SOURCES
+from fedmem.data import DATA_SOURCES, TASKS
 from fedmem.federation.strategies import STRATEGIES
 
 
@@ -96,10 +97,11 @@ def test_a_new_methods_settings_compose_and_override_without_a_yaml_of_its_own(c
     assert method_configs(cfg)["confident"] == ConfidentConfig(log10_p=-5.0)
 
 
-# ---------------------------------------------------------------- a data source and a strategy of one's own
+# ---------------------------------------------------------------- a data source, a strategy and a task of one's own
 
 PLUGIN = '''
-"""A data source and a strategy of one's own: what a contributor writes (plus their YAML)."""
+"""A data source, a strategy with a client-side term and a task of one's own: what a contributor writes (plus their
+YAML)."""
 import json
 import os
 from dataclasses import dataclass
@@ -108,8 +110,8 @@ import numpy as np
 from flwr.serverapp.strategy import FedMedian
 
 from fedmem.common.fields import option
-from fedmem.data import ClientSplit, DataSourceConfig, FederatedData, register_source
-from fedmem.data.templates import render_record
+from fedmem.data import ClientSplit, DataSourceConfig, FederatedData, Task, register_source, register_task
+from fedmem.data.templates import Template, render_record
 from fedmem.federation.strategies import Strategy, StrategyConfig, register_strategy
 
 WORDS = "river stone lamp orchard winter harbor candle meadow copper violin lantern garden".split()
@@ -143,11 +145,16 @@ class ToyNotesConfig(DataSourceConfig):
 
 
 class CountingMedian(FedMedian):
-    """FedMedian that notes every round it aggregates, with its own setting (so the test sees that it ran)."""
+    """FedMedian that notes every round it aggregates, with its own setting (so the test sees that it ran), and
+    sends the clients the weight of their local term."""
 
-    def __init__(self, tag, **kwargs):
+    def __init__(self, tag, decay, **kwargs):
         super().__init__(**kwargs)
-        self.tag = tag
+        self.tag, self.decay = tag, decay
+
+    def configure_train(self, server_round, arrays, config, grid):
+        config["toy-decay"] = self.decay
+        return super().configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
@@ -159,9 +166,22 @@ class CountingMedian(FedMedian):
 @dataclass
 class ToyMedianConfig(StrategyConfig):
     tag: str = option("median", "written beside every aggregated round")
+    decay: float = option(0.0, "weight of the clients' local term, decay * ||w||^2 (sent by the server)")
 
 
-register_strategy(Strategy("toy_median", f"{__name__}:CountingMedian", ToyMedianConfig, lambda s: {"tag": s.tag}))
+def toy_term(settings, sent):
+    """decay * ||w||^2 over the LoRA weights, with the decay the server sent; each client notes that it got it."""
+    decay = float(sent["toy-decay"])
+    with open(os.environ["TOY_TERM_LOG"], "a") as f:
+        f.write(json.dumps({"round": int(sent["server-round"]), "decay": decay}) + "\\n")
+    return lambda params, start: decay * sum((p ** 2).sum() for p in params.values())
+
+
+register_strategy(Strategy("toy_median", f"{__name__}:CountingMedian", ToyMedianConfig,
+                           lambda s: {"tag": s.tag, "decay": s.decay}, local_term=toy_term))
+
+# a task: recipes as running text, the whole recipe memorized, one client per kitchen
+register_task(Task("toy_recipe", Template("Recipe. {steps}", "", "steps"), {"format": "plain"}))
 '''
 
 
@@ -186,24 +206,29 @@ def plugin_conf(tmp_path, monkeypatch):
         "defaults:\n  - toy_notes_schema\n  - _self_\nsource: toy_notes\ntrain_per_client: 24\ntest_per_client: 6\n")
     (conf / "strategy" / "toy_median.yaml").write_text(
         "# fedmem run plugins=[fedmem_toy_plugin] strategy=toy_median\n"
-        "defaults:\n  - toy_median_schema\n  - _self_\nname: toy_median\nnum_rounds: 1\ntag: toy\n")
+        "defaults:\n  - toy_median_schema\n  - _self_\nname: toy_median\nnum_rounds: 1\ntag: toy\ndecay: 0.5\n")
+    (conf / "task" / "toy_recipe.yaml").write_text(
+        "# fedmem run plugins=[fedmem_toy_plugin] task=toy_recipe\n"
+        "defaults:\n  - schema\n  - _self_\nname: toy_recipe\n")
     monkeypatch.setenv("FEDMEM_CONF", str(conf))
     monkeypatch.setenv("TOY_STRATEGY_LOG", str(tmp_path / "strategy.jsonl"))
+    monkeypatch.setenv("TOY_TERM_LOG", str(tmp_path / "term.jsonl"))
     yield tmp_path
     for name in [m for m in sys.modules if m == "fedmem_toy_plugin"]:
         sys.modules.pop(name)
     DATA_SOURCES.pop("toy_notes", None)
     STRATEGIES.pop("toy_median", None)
+    TASKS.pop("toy_recipe", None)
 
 
-def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin_conf, cache_dir):
+def test_a_new_data_source_strategy_and_task_run_in_the_real_flower_simulation(plugin_conf, cache_dir):
     from fedmem.cli import run_experiment
     from fedmem.config.compose import compose_dict
     from tests.conftest import FAST, synthetic_only
 
     fast = [o for o in FAST if not synthetic_only(o)]  # the test-sized settings, the synthetic source's left out
     d = compose_dict([*fast, f"cache_dir={cache_dir}", "plugins=[fedmem_toy_plugin]", "data=toy_notes",
-                      "data.num_clients=3", "task=text", "strategy=toy_median", "audit.methods=[utility,mr]"])
+                      "data.num_clients=3", "task=toy_recipe", "strategy=toy_median", "audit.methods=[utility,mr]"])
     run = run_experiment(d, str(plugin_conf / "run"))
 
     report = json.loads((run / "round_1" / "report.json").read_text())
@@ -217,3 +242,9 @@ def test_a_new_data_source_and_strategy_run_in_the_real_flower_simulation(plugin
     assert log == [{"round": 1, "replies": 3, "tag": "toy"}]  # the plugin's strategy aggregated, with its setting
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
     assert "toy_median, 1 rounds, tag toy" in (run / "report.md").read_text()
+    # the strategy's client-side term: every client built it from the decay the server sent
+    assert [json.loads(x) for x in (plugin_conf / "term.jsonl").read_text().splitlines()] == [
+        {"round": 1, "decay": 0.5}] * 3
+    # the task: its template and preset in the resolved config, its text what the clients trained on
+    assert report["task"] == "toy_recipe" and report["config"]["task"]["user_template"] == "Recipe. {steps}"
+    assert report["config"]["task"]["format"] == "plain" and report["config"]["task"]["columns"] == {"steps": "steps"}

@@ -11,8 +11,10 @@ from safetensors.torch import load_file
 from fedmem.cli import run_experiment
 from fedmem.config.experiment import from_dict
 from fedmem.engine.model.load import adapter_state
-from fedmem.engine.train import proximal_term, train_local
+from fedmem.engine.train import train_local, trainable_params
 from fedmem.experiment.runtime import client_round, fresh_lora_model, run_centralized
+from fedmem.federation.fedprox import proximal_term
+from fedmem.federation.strategies import strategy_named
 from tests.conftest import ray_processes, report_schema_errors
 
 
@@ -68,11 +70,11 @@ def test_same_seed_same_adapter_and_other_seed_differs(compose):
     start = adapter_state(model)
     # only LoRA weights travel, the lm_head adapter of the tiny preset included, never a frozen base matrix
     assert all("lora_" in k for k in start) and any("lm_head.lora_" in k for k in start)
-    s1, _ = client_round(cfg, 0, start, 1)
-    s2, _ = client_round(cfg, 0, start, 1)
+    s1, _ = client_round(cfg, 0, start, {"server-round": 1})
+    s2, _ = client_round(cfg, 0, start, {"server-round": 1})
     assert all(torch.equal(s1[k], s2[k]) for k in s1)
     cfg2 = from_dict(compose("seed=7"))
-    s3, _ = client_round(cfg2, 0, adapter_state(fresh_lora_model(cfg2)[0]), 1)
+    s3, _ = client_round(cfg2, 0, adapter_state(fresh_lora_model(cfg2)[0]), {"server-round": 1})
     assert any(not torch.equal(s1[k], s3[k]) for k in s1)
 
 
@@ -84,20 +86,25 @@ def test_proximal_term_covers_trainable_weights_only(compose):
         for n, p in model.named_parameters():
             p.add_(0.5 if p.requires_grad else 3.0)  # frozen weights move too, but must not count
     expected = sum(0.25 * p.numel() for n, p in model.named_parameters() if p.requires_grad)
-    assert proximal_term(model, global_params).item() == pytest.approx(expected, rel=1e-5)
+    assert proximal_term(trainable_params(model), global_params).item() == pytest.approx(expected, rel=1e-5)
 
 
-def test_fedprox_mu_pulls_towards_global(compose):
+def test_fedprox_mu_the_server_sent_pulls_towards_global(compose):
+    """FedProx's registry entry turns the mu the server sent into the clients' local term; mu = 0 adds none."""
     from fedmem.experiment.runtime import train_examples
 
-    cfg = from_dict(compose())
+    cfg = from_dict(compose("strategy=fedprox"))
+    fedprox = strategy_named("fedprox")
+    assert fedprox.local_term(cfg.strategy, {"proximal-mu": 0.0}) is None
+    assert strategy_named("fedavg").local_term(cfg.strategy, {"proximal-mu": 50.0}) is None  # FedAvg has no term
     ex, _ = train_examples(cfg, 0)
     dist = {}
     for mu in (0.0, 50.0):
         model, tok = fresh_lora_model(cfg)
-        g = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-        train_local(model, ex, cfg.train, seed=0, pad_id=tok.pad_token_id, proximal_mu=mu)
-        dist[mu] = proximal_term(model, g).item()
+        g = {n: p.detach().clone() for n, p in trainable_params(model).items()}
+        train_local(model, ex, cfg.train, seed=0, pad_id=tok.pad_token_id,
+                    local_term=fedprox.local_term(cfg.strategy, {"proximal-mu": mu}))
+        dist[mu] = proximal_term(trainable_params(model), g).item()
     assert 0 < dist[50.0] < dist[0.0]
 
 
@@ -163,7 +170,7 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     from clients.client_app import make_client_app
     from fedmem.config.experiment import write_config
     from fedmem.experiment.lifecycle import FAILURE as FAILURE_FILE
-    from fedmem.experiment.lifecycle import RoundFailedError
+    from fedmem.federation.rounds import RoundFailedError
     from server.server_app import make_server_app
 
     before = ray_processes()

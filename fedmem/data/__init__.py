@@ -4,6 +4,7 @@ Public API::
 
     from fedmem.data import TaskConfig, DataConfig, Record, ClientSplit, FederatedData
     from fedmem.data import DataSourceConfig, register_source   # a data source of your own (fedmem.data.sources)
+    from fedmem.data import Task, register_task                 # a task of your own (fedmem.data.tasks)
     from fedmem.data import load_federated, format_prompt, format_example, continuation_header, write_ground_truth, read_ground_truth
 """
 
@@ -22,6 +23,7 @@ from fedmem.data.hub import DatasetUnavailableError
 from fedmem.data.load import load_federated, validate_federated
 from fedmem.data.records import ClientSplit, FederatedData, Record
 from fedmem.data.storage import read_ground_truth, write_ground_truth
+from fedmem.data.tasks import TASKS, Task, register_task
 from fedmem.data.templates import (
     TEMPLATES,
     continuation_header,
@@ -37,7 +39,9 @@ __all__ = [
     "DatasetUnavailableError",
     "FederatedData",
     "Record",
+    "TASKS",
     "TEMPLATES",
+    "Task",
     "TaskConfig",
     "check_configs",
     "continuation_header",
@@ -45,6 +49,7 @@ __all__ = [
     "format_prompt",
     "load_federated",
     "read_ground_truth",
+    "register_task",
     "register_source",
     "validate_federated",
     "write_ground_truth",

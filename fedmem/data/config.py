@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fedmem.common.fields import build_variant, check_fields, option
-from fedmem.data.tasks import PRESETS
-from fedmem.data.templates import TEMPLATES, template_fields
+from fedmem.data.tasks import task_defaults, task_named
+from fedmem.data.templates import template_fields
 
 RULE_KEYS = ("any", "all", "none")
 
@@ -42,12 +42,12 @@ def normalize_groups(groups: Any, key: str) -> dict[str, dict[str, list[str]]]:
 class TaskConfig:
     """One of the paper's four tasks: template (SPEC §2), where its data lives, how it is split and scored.
 
-    Every field left ``None`` is filled from the task's preset (``fedmem.data.tasks.PRESETS``), so
-    ``TaskConfig(name="qa")`` is the paper's QA task; ``""`` clears an optional column or name explicitly.
+    Every field left ``None`` is filled from the task's registered preset (``fedmem.data.tasks.TASKS``), so
+    ``TaskConfig(name="qa")`` is the paper's QA task (a task of one's own: ``fedmem.data.tasks.register_task``); ``""`` clears an optional column or name explicitly.
     """
 
-    name: Literal["summarization", "dialog", "qa", "classification", "text"] = option(
-        "dialog", "summarization | dialog | qa | classification (the paper's) | text (plain text, no prompt)")
+    name: str = option("dialog", "summarization | dialog | qa | classification (the paper's) | text (plain text, no "
+                       "prompt) | a task a plugin registers")
     format: Literal["chat", "plain"] | None = option(
         None, "chat: the user and assistant turns in the tokenizer's chat template | plain: the user turn alone as "
         "running text (trained as continuation; the audits' prompt is the bare prefix)")
@@ -77,9 +77,9 @@ class TaskConfig:
 
     def __post_init__(self):
         check_fields(self, "task")
-        t = TEMPLATES[self.name]
+        t = task_named(self.name).template
         defaults = {"user_template": t.user, "assistant_template": t.assistant, "mem_field": t.mem_field,
-                    **PRESETS[self.name]}
+                    **task_defaults(t), **task_named(self.name).preset}
         for key, value in defaults.items():
             if getattr(self, key) is None:
                 setattr(self, key, copy.deepcopy(value))

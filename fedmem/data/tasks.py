@@ -21,9 +21,10 @@ replaced by local files in the same schema with ``data.path``):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from fedmem.data.templates import TEMPLATES
+from fedmem.data.templates import TEMPLATES, Template, template_fields
 
 RCT_LABELS = ["BACKGROUND", "OBJECTIVE", "METHODS", "RESULTS", "CONCLUSIONS"]
 
@@ -165,3 +166,47 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 assert set(PRESETS) == set(TEMPLATES)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task a run can name (``task.name``): its template and the defaults of every ``TaskConfig`` field it leaves
+    unset (``preset``; a field it does not name gets the generic default of :func:`task_defaults`)."""
+
+    name: str
+    template: Template
+    preset: dict[str, Any] = field(default_factory=dict)
+
+
+TASKS: dict[str, Task] = {}
+
+
+def task_defaults(template: Template) -> dict[str, Any]:
+    """What a task that names nothing else gets: chat format, a column per template field of the same name, one
+    client per value of a column the user names (or iid), ROUGE-L utility, no hub dataset."""
+    return {"format": "chat", "hf_dataset": None, "hf_config": None, "hf_split": "train",
+            "columns": {f: f for f in template_fields(template.user, template.assistant)}, "client_column": None,
+            "client_groups": {}, "group_by": "tags", "tag_separator": "", "label_column": None, "labels": [],
+            "partition": "natural", "metric": "rouge", "pearl_metric": "ncd"}
+
+
+def register_task(task: Task) -> Task:
+    """Make ``task`` known by name; a module of one's own listed in ``plugins`` registers its task at import."""
+    if task.name in TASKS and TASKS[task.name] != task:
+        raise ValueError(f"task {task.name!r} is registered twice")
+    unknown = sorted(set(task.preset) - set(task_defaults(task.template)))
+    if unknown:
+        raise ValueError(f"task {task.name!r}: its preset sets {unknown}, which are not task settings")
+    TASKS[task.name] = task
+    return task
+
+
+def task_named(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"task.name: unknown task {name!r}; known: {sorted(TASKS)} (a task of your own: register it "
+                         f"in a module listed in plugins)")
+    return TASKS[name]
+
+
+for _name, _template in TEMPLATES.items():
+    register_task(Task(_name, _template, PRESETS[_name]))

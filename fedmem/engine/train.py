@@ -1,7 +1,7 @@
 """The local training loop: one client's round, or one epoch of the centralized baseline.
 
 Plain PyTorch: shuffled micro-batches, gradient accumulation up to the effective batch, AdamW over the LoRA
-weights only, and the FedProx proximal term when the server sends mu > 0. The loss covers the whole rendered
+weights only, and any term the strategy adds to the loss (FedProx's proximal term). The loss covers the whole rendered
 conversation (user turn included): the memorization text lives in the user turn, and it is exactly what the
 audits look for, as in the paper's supervised fine-tuning.
 """
@@ -9,6 +9,7 @@ audits look for, as in the paper's supervised fine-tuning.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -28,30 +29,26 @@ def trainable_params(model) -> dict[str, torch.Tensor]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
-def proximal_term(model, global_params: dict[str, torch.Tensor]) -> torch.Tensor:
-    """||w - w_global||² over the trainable (LoRA) weights only; the frozen base never moves."""
-    terms = [((p - global_params[n]) ** 2).sum() for n, p in trainable_params(model).items()]
-    return torch.stack(terms).sum()
-
-
 def train_local(
     model,
     examples: list[list[int]],
     cfg: TrainConfig,
     seed: int,
     pad_id: int,
-    proximal_mu: float = 0.0,
+    local_term: Callable[[dict, dict], torch.Tensor] | None = None,
     epochs: int | None = None,
     desc: str = "train",
 ) -> dict[str, float]:
-    """Train ``model`` in place; returns mean loss, optimizer steps and example count."""
+    """Train ``model`` in place; returns mean loss, optimizer steps and example count. ``local_term``: what the
+    strategy adds to every optimizer step's loss (FedProx's proximal term), a function of the trainable weights and
+    their values at the start."""
     if not examples:
         raise ValueError("train_local got no examples")
     dev = next(model.parameters()).device
     torch.manual_seed(seed)  # dropout masks
     gen = torch.Generator().manual_seed(seed)  # shuffling
     params = trainable_params(model)
-    global_params = {n: p.detach().clone() for n, p in params.items()} if proximal_mu > 0 else None
+    start = {n: p.detach().clone() for n, p in params.items()} if local_term is not None else None
     opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     epochs = cfg.local_epochs if epochs is None else epochs
     micro = math.ceil(len(examples) / cfg.batch_size)
@@ -72,8 +69,8 @@ def train_local(
                     count += len(b)
                     # weight each micro-batch by its share of the step's sequences (last group may be short)
                     (loss * (len(b) / n_seq)).backward()
-                if global_params is not None:
-                    (proximal_mu / 2 * proximal_term(model, global_params)).backward()
+                if local_term is not None:
+                    local_term(params, start).backward()
                 if cfg.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm)
                 opt.step()

@@ -21,14 +21,11 @@ import yaml
 from fedmem.common.io import atomic_write_json
 from fedmem.config.experiment import ExperimentConfig, from_dict, write_config
 from fedmem.experiment.runtime import preflight, run_centralized
+from fedmem.federation.rounds import RoundFailedError
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
 
 STATUS = "status.json"  # {"status": running | finished | failed | stopped, ...}
 FAILURE = "round_failure.json"  # a round that fell short of its trained clients, as the ServerApp saw it
-
-
-class RoundFailedError(RuntimeError):
-    """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
 
 
 def set_status(run_dir, status: str, **details) -> None:

@@ -28,7 +28,7 @@ from fedmem.engine.model.load import (
 )
 from fedmem.engine.train import tokenize_examples, train_local
 from fedmem.experiment.auditor import Auditor, audit_pool
-from fedmem.federation.strategies import CENTRALIZED
+from fedmem.federation.strategies import CENTRALIZED, strategy_named
 
 _CACHE: dict[tuple, object] = {}
 
@@ -120,9 +120,20 @@ def train_examples(cfg: ExperimentConfig, client: int | None) -> tuple[list[list
 _MODELS: dict[str, object] = {}
 
 
-def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_round: int, mu: float = 0.0):
-    """One client's local training from the global adapter; returns (new adapter, metrics). Without progress bars:
-    from a Ray actor, each update of a bar would reach the driver's console as a line of its own."""
+def check_partition(cfg: ExperimentConfig, client: int) -> int:
+    """A SuperNode's partition id, which must name one of the config's clients."""
+    if client >= cfg.num_clients:  # e.g. `flwr run` on a federation with more supernodes than clients
+        raise ValueError(f"supernode partition-id {client} but the config has {cfg.num_clients} clients: "
+                         f"run with num-supernodes = data.num_clients ({cfg.num_clients})")
+    return client
+
+
+def client_round(cfg: ExperimentConfig, client: int, global_state: dict, sent: dict):
+    """One client's local training from the global adapter and the train config the server sent (``server-round``,
+    a resumed run's ``round-offset``, and whatever the strategy sends for its term in the local loss); returns (new
+    adapter, metrics). Without progress bars: from a Ray actor, each update of a bar would reach the driver's
+    console as a line of its own."""
+    server_round = int(sent["server-round"]) + int(sent.get("round-offset", 0))  # a resumed run's numbering
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, progress=False))
     key = cfg.hash()
     if key not in _MODELS:  # one LoRA model per process (Ray actor), re-used across rounds and clients
@@ -137,7 +148,7 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, server_
         cfg.train,
         seed=cfg.seed * 1_000_003 + server_round * 1_009 + client,
         pad_id=tokenizer.pad_token_id,
-        proximal_mu=mu,
+        local_term=strategy_named(cfg.strategy.name).local_term(cfg.strategy, sent),
         desc=f"round {server_round} client {client}",
     )
     return adapter_state(model), with_length(cfg, metrics, truncated)

@@ -1,7 +1,8 @@
 """The training strategies a run can name (``strategy.name``): each Flower aggregation strategy fedmem drives, and
 the centralized baseline. Registered like data sources, so a new one is one entry (in its own module, listed in
 ``plugins`` when it lives outside fedmem), with its own config class when it has settings of its own, and its YAML
-in ``conf/strategy/``.
+in ``conf/strategy/``. A strategy with a term in the clients' local loss carries it in its entry (``local_term``,
+as FedProx does in ``fedmem.federation.fedprox``): the client passes on what the server sent, knowing no strategy.
 
 Only ``server/`` imports Flower: an entry names its Flower class (``flower_class``, a class of
 ``flwr.serverapp.strategy`` or ``module:Class``) and how its settings become the class's keyword arguments; the
@@ -54,17 +55,6 @@ class StrategyConfig:
 
 
 @dataclass
-class FedProxConfig(StrategyConfig):
-    # the server sends mu to the clients, which add (mu/2)·||w − w_global||² over the LoRA weights; 0 is FedAvg
-    proximal_mu: float = option(0.0, "FedProx mu (sent by the server)")
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.proximal_mu < 0:
-            raise ValueError(f"strategy.proximal_mu must be >= 0, got {self.proximal_mu}")
-
-
-@dataclass
 class ServerLearningRateConfig(StrategyConfig):
     server_lr: float = option(1e-2, "server learning rate (FedAdam, FedYogi)")
 
@@ -74,17 +64,24 @@ class ServerMomentumConfig(StrategyConfig):
     server_momentum: float = option(0.9, "server momentum (FedAvgM)")
 
 
+# A term a strategy adds to every optimizer step's loss in a client's local training: a function of the trainable
+# (LoRA) weights and their values when the round started (the global adapter), by name, giving a scalar tensor.
+LocalTerm = Callable[[dict, dict], Any]
+
+
 @dataclass(frozen=True)
 class Strategy:
     """``name``: its ``strategy.name``. ``flower_class``: the Flower strategy it runs (None: the centralized
     baseline). ``Config``: its settings (``StrategyConfig`` or a subclass with its own). ``arguments``: the Flower
-    class's keyword arguments from its config. ``keeps_server_state``: a server optimizer whose state a run does not
-    save, so the run cannot resume."""
+    class's keyword arguments from its config. ``local_term``: what it adds to a client's local loss, from its config
+    and the train config the server sent the client (None: nothing, a server-only strategy).
+    ``keeps_server_state``: a server optimizer whose state a run does not save, so the run cannot resume."""
 
     name: str
     flower_class: str | None
     Config: type = StrategyConfig
     arguments: Callable[[Any], dict] = field(default=lambda s: {})
+    local_term: Callable[[Any, dict], LocalTerm | None] = field(default=lambda s, sent: None)
     keeps_server_state: bool = False
 
 
@@ -114,7 +111,6 @@ def strategy_config(settings: dict[str, Any] | None) -> StrategyConfig:
 
 register_strategy(Strategy(CENTRALIZED, None))
 register_strategy(Strategy("fedavg", "FedAvg"))
-register_strategy(Strategy("fedprox", "FedProx", FedProxConfig, lambda s: {"proximal_mu": s.proximal_mu}))
 register_strategy(Strategy("fedavgm", "FedAvgM", ServerMomentumConfig,
                            lambda s: {"server_learning_rate": 1.0, "server_momentum": s.server_momentum},
                            keeps_server_state=True))
