@@ -105,6 +105,14 @@ def smollm2_dir(cache_dir):
     return gguf_model_dir(ModelConfig(name="smollm2-135m", gguf_file=SMOLLM2), cache_dir)
 
 
+@pytest.fixture(scope="session")
+def detector():
+    """The PAN2014 detector with its defaults (MiniLM, spaCy), loaded once for every test that uses it."""
+    from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
+
+    return PlagiarismDetector(DetectorConfig())
+
+
 @pytest.fixture
 def compose(cache_dir, tmp_path):
     """compose(*overrides) -> plain config dict for a fast experiment writing into tmp_path."""

@@ -8,6 +8,7 @@ same weights and the same samples.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import torch
@@ -19,6 +20,12 @@ from fedmem.data.records import Record
 from fedmem.engine.batching import language_model_batch
 from fedmem.engine.config import Decoding
 from fedmem.engine.model.tiny import qwen2_model, train_tokenizer
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased word tokens of a text (letters and digits), as the detector's verbatim check counts them."""
+    return re.findall(r"[^\W_]+", text.lower())
+
 
 USER_TEMPLATE = "Please continue the following text. {text}"
 

@@ -189,13 +189,13 @@ def _continuations(tok, texts: list[str], prefix_len: int = 30) -> list[str]:
     return [tok.decode(tok(t, add_special_tokens=False)["input_ids"][prefix_len:]) for t in texts]
 
 
-def test_a_fresh_ordinary_text_rarely_matches_the_training_suffixes():
+def test_a_fresh_ordinary_text_rarely_matches_the_training_suffixes(detector):
     """The data floor, no model involved: a held-out record's true continuation after a 30-token prefix (tokenizer
     as the tiny preset's), put through MR's retrieval (top 10 of 600 training suffixes per client) and detector as
     if a model had generated it, matches its own client at most 5% and another client at most 1% of the time for an
     ordinary record; a boilerplate record matches every client (it is tagged generic). So an ordinary record is
     distinctive: a model that reproduces it has memorized it."""
-    from fedmem.audit.detector import CATEGORIES, DetectorConfig, PlagiarismDetector
+    from fedmem.audit.detector import CATEGORIES
     from fedmem.audit.suffix_index import query_terms, suffix_index
 
     full = load_federated(TaskConfig(name="dialog"), DataConfig(test_per_client=100), seed=1)
@@ -216,7 +216,7 @@ def test_a_fresh_ordinary_text_rarely_matches_the_training_suffixes():
             pairs += [(continuations[i], sfx[doc]) for doc, _ in found]
             owners += [(i, k)] * len(found)
     hits = [set() for _ in held]
-    for (i, k), det in zip(owners, PlagiarismDetector(DetectorConfig()).detect_batch(pairs)):
+    for (i, k), det in zip(owners, detector.detect_batch(pairs)):
         if det.category in CATEGORIES:
             hits[i].add(k)
     ordinary = [(c, hit) for (c, r), hit in zip(held, hits) if not r.tags]

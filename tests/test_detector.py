@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from helpers import words  # noqa: E402
+
 from fedmem.audit.detector import (  # noqa: E402
     CATEGORIES,
     Case,
     Detection,
-    DetectorConfig,
     PlagiarismDetector,
 )
 from fedmem.audit.detector.preprocess import split_sentences  # noqa: E402
@@ -57,15 +57,6 @@ UNRELATED_SUF = (
     "Observations of the galaxy cluster revealed a large reservoir of hot gas. The X-ray emission was mapped "
     "with the new satellite. Dark matter dominates the total mass of the system."
 )
-
-
-@pytest.fixture(scope="module")
-def detector() -> PlagiarismDetector:
-    return PlagiarismDetector(DetectorConfig())
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", text.lower())
 
 
 def assert_offsets_valid(generated: str, suffix: str, det: Detection) -> None:

@@ -4,7 +4,6 @@ does not depend on what else is in the batch or in which order."""
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.audit.detector import DetectorConfig, PlagiarismDetector  # noqa: E402
+from helpers import words  # noqa: E402
 
 # The copied text and the noise around it use disjoint letters, so they share no word.
 text_word = st.text(alphabet="abcdefghijklm", min_size=3, max_size=10)
@@ -30,15 +29,6 @@ def paragraph(word, min_sentences, max_sentences):
 
 copied_text = paragraph(text_word, 1, 6).filter(lambda t: len(t) >= 60)
 noise = paragraph(noise_word, 1, 3)
-
-
-@pytest.fixture(scope="module")
-def detector() -> PlagiarismDetector:
-    return PlagiarismDetector(DetectorConfig())
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", text.lower())
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

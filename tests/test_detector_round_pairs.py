@@ -18,18 +18,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.audit.detector import DetectorConfig, PlagiarismDetector  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "detector_round_pairs.json.gz"
 
 
-def test_batch_verdicts_on_recorded_round_pairs_are_unchanged():
+def test_batch_verdicts_on_recorded_round_pairs_are_unchanged(detector):
     with gzip.open(FIXTURE, "rt") as f:
         data = json.load(f)
     texts = data["texts"]
     pairs = [(texts[g], texts[s]) for g, s, _ in data["pairs"]]
     expected = [c for _, _, c in data["pairs"]]
     assert len(pairs) >= 3000 and len(set(expected)) >= 3  # the fixture exercises more than the no-seed path
-    got = [d.category for d in PlagiarismDetector(DetectorConfig()).detect_batch(pairs)]
+    got = [d.category for d in detector.detect_batch(pairs)]
     changed = Counter((e, g) for e, g in zip(expected, got) if e != g)
     assert not changed, f"verdicts moved on {sum(changed.values())} of {len(pairs)} pairs: {dict(changed)}"

@@ -12,7 +12,6 @@ import pytest
 from helpers import memorize, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import AuditRun, RoundContext
-from fedmem.audit.detector import PlagiarismDetector
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.audit.samples import header_ids, text_sample
 from fedmem.audit.suffix_match import SuffixMatcher, data_floor
@@ -38,7 +37,7 @@ def samples(tok, texts: list[str], client: int, split: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(detector):
     """Two clients, 16 training and 16 held-out records each, every second one ending in the shared boilerplate;
     plus 32 other records of the same kind (what a model that writes like the data was trained on)."""
     tok = tiny_tokenizer()
@@ -49,7 +48,7 @@ def data():
                    test={c: samples(tok, split[c, "test"], c, "test") for c in (0, 1)},
                    train_sizes={0: 16, 1: 16}, tokenizer=tok, decoding=Decoding(strategy="greedy"), prefix_len=8,
                    prompt_header=header_ids(tok), seed=0)
-    return tok, run, samples(tok, other, 0, "train"), PlagiarismDetector()
+    return tok, run, samples(tok, other, 0, "train"), detector
 
 
 def audit(run, detector, model):
