@@ -69,7 +69,7 @@ def test_presets_fill_only_what_is_left_none():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"name": "translation"}, "task.name must be one of"),
+        ({"name": "translation"}, "task.name: unknown task .translation.; known: .*dialog"),
         ({"partition": "random"}, "task.partition must be one of"),
         ({"metric": "bleu"}, "task.metric"),
         ({"pearl_metric": "bleu"}, "task.pearl_metric"),
