@@ -268,6 +268,21 @@ def test_the_composed_config_holds_the_dataclass_defaults():
     assert DetectorConfig(**compose_dict([])["audit"]["mr"]["detector"]) == DetectorConfig()
 
 
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"th1": 1.5}, "th1"),
+        ({"src_gap": -1}, "src_gap"),
+        ({"min_plaglen": 2.5}, "min_plaglen"),
+        ({"scorer": "bert"}, "scorer"),
+        ({"scorer": "cross_encoder"}, "cross_encoder_path"),
+        ({"paraphrase_high": 0.995}, "paraphrase_high"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"encoder_dtype": "float16"}, "encoder_dtype"),
+        ({"ner_workers": -1}, "ner_workers"),
+        ({"summary_ratio": 0}, "summary_ratio"),
+    ],
+)
 def test_bad_config_values_are_rejected(bad, message):
     with pytest.raises(ValueError, match=message):
         DetectorConfig(**bad)

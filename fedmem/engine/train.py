@@ -48,7 +48,7 @@ def train_local(
     torch.manual_seed(seed)  # dropout masks
     gen = torch.Generator().manual_seed(seed)  # shuffling
     params = trainable_params(model)
-    start = {n: p.detach().clone() for n, p in params.items()} if local_term is not None else None
+    at_start = {n: p.detach().clone() for n, p in params.items()} if local_term is not None else None
     opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     epochs = cfg.local_epochs if epochs is None else epochs
     micro = math.ceil(len(examples) / cfg.batch_size)
@@ -70,7 +70,7 @@ def train_local(
                     # weight each micro-batch by its share of the step's sequences (last group may be short)
                     (loss * (len(b) / n_seq)).backward()
                 if local_term is not None:
-                    local_term(params, start).backward()
+                    local_term(params, at_start).backward()
                 if cfg.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm)
                 opt.step()
