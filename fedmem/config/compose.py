@@ -133,8 +133,9 @@ def compose_over(saved: dict, overrides: list[str]) -> dict:
     groups = _groups()
     store = ConfigStore.instance()
     store.store(name="fedmem_saved_run", node=saved)
-    # the saved config first, then any group an override selects (none by default: each group is null)
-    store.store(name="fedmem_over_saved_run", node={"defaults": ["fedmem_saved_run", "_self_",
+    # the root schema (every registered method's settings, one added since the run included), the saved config over
+    # it, then any group an override selects (none by default: each group is null)
+    store.store(name="fedmem_over_saved_run", node={"defaults": ["schema", "fedmem_saved_run", "_self_",
                                                                   *({g: None} for g in groups)]})
     try:
         d = OmegaConf.to_container(_compose("fedmem_over_saved_run", overrides), resolve=True)
@@ -149,7 +150,7 @@ def compose_over(saved: dict, overrides: list[str]) -> dict:
         raise ValueError(f"{' '.join(presets)}: {str(e).splitlines()[0]} (a study preset composes other presets and "
                          f"sweeps training settings: re-audit with its audit settings as overrides instead)") from None
     before, after = _leaves(saved), _leaves(d)
-    changed = sorted(k for k in before.keys() | after.keys()
+    changed = sorted(k for k in before
                      if before.get(k) != after.get(k) and not k.rstrip(".").startswith(REAUDIT_KEYS))
     if changed:
         key = changed[0].rstrip(".")  # a preset that reaches past the audit's rules (a study preset)
