@@ -24,7 +24,12 @@ from fedmem.common.progress import progress_bar
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
 from fedmem.reports.console import round_line
-from fedmem.reports.pages import headline, write_round_report, write_run_report
+from fedmem.reports.pages import (
+    RoundResult,
+    headline,
+    write_round_report,
+    write_run_report,
+)
 
 
 def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
@@ -90,12 +95,33 @@ class Auditor:
         out.mkdir(parents=True, exist_ok=True)
         if self.save_adapters:
             save_adapter(self.model, out / "adapter")
+        sections, timings = self._audit(server_round, out)
+        if round_seconds is not None:
+            timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
+        truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
+        verdicts = method_verdicts(self.methods, sections)
+        common = {i for ids in self.run.common_draw.values() for i in ids}
+        result = RoundResult(
+            round=server_round, label=self.label, sections=sections, timings=timings,
+            elapsed=time.perf_counter() - self._t0, source=self.source, train_log=train_log or {},
+            participation=participation or {}, truth=truth,
+            agreement=agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {},
+        )
+        report = write_round_report(out, self.cfg, result, self.methods, self.run)
+        print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
+        self.history.append(report)
+        self._last_end = time.perf_counter()
+        return headline(report)
+
+    def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:
+        """(each method's report section, the seconds each took and its stages') for the model as it is now."""
         audit = self.cfg.audit
         ctx = RoundContext(
             run=self.run, round=server_round, model=self.model, label=self.label,
-            out_dir=str(out), batch_size=self.cfg.audit.batch_size,
+            out_dir=str(out), batch_size=audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
-            generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter, show_progress=self.cfg.train.progress,
+            generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
+            show_progress=self.cfg.train.progress,
         )
         sections, timings = {}, {}
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
@@ -108,21 +134,7 @@ class Auditor:
                 if stages:
                     timings[f"{name}_stages"] = stages
                 bar.advance()
-        truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
-        verdicts = method_verdicts(self.methods, sections)
-        common = {i for ids in self.run.common_draw.values() for i in ids}
-        agreed = agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {}
-        if round_seconds is not None:
-            timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
-        report = write_round_report(
-            out, self.cfg, server_round, self.label, sections, timings, train_log or {}, self.methods, self.run,
-            elapsed=time.perf_counter() - self._t0, source=self.source, participation=participation, truth=truth,
-            agreement=agreed,
-        )
-        print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
-        self.history.append(report)
-        self._last_end = time.perf_counter()
-        return headline(report)
+        return sections, timings
 
     def finish(self) -> None:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import platform
 import re
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -151,21 +152,33 @@ def _note(reveal: bool) -> list[str]:
     return [f"> {REVEALED if reveal else REDACTED}", ""]
 
 
-def write_round_report(out: Path, cfg, server_round: int, label: str, sections: dict, timings: dict,
-                       train_log: dict, methods: dict, run, elapsed: float, source: dict | None = None,
-                       participation: dict | None = None, truth: dict | None = None,
-                       agreement: dict | None = None) -> dict:
-    """``report.json``, ``report.md`` and ``report.html`` of one audited round. ``source`` says what was audited:
-    a model trained by this run (``{"kind": "training"}``), a saved round re-audited, or an external model;
-    ``run`` is the run's ``AuditRun`` (its clients and their names); ``truth``: each method scored against the
-    data's ground truth, when it has one; ``agreement``: how the methods' per-sample verdicts agree
-    (``fedmem.audit.agreement``)."""
-    source = source or {"kind": "training"}
-    report = to_jsonable({
+@dataclass
+class RoundResult:
+    """One audited round, as the auditor hands it to the reports. ``source`` says what was audited: a model trained
+    by this run (``{"kind": "training"}``), a saved round re-audited, or an external model; ``sections``: each
+    method's report section; ``truth``: each method scored against the data's ground truth, when it has one;
+    ``agreement``: how the methods' per-sample verdicts agree (``fedmem.audit.agreement``); ``participation``: which
+    clients were sampled, trained and failed."""
+
+    round: int
+    label: str
+    sections: dict
+    timings: dict
+    elapsed: float
+    source: dict = field(default_factory=lambda: {"kind": "training"})
+    train_log: dict = field(default_factory=dict)
+    participation: dict = field(default_factory=dict)
+    truth: dict = field(default_factory=dict)
+    agreement: dict = field(default_factory=dict)
+
+
+def round_report(result: RoundResult, cfg, run) -> dict:
+    """``report.json`` of one audited round (``run``: the run's ``AuditRun``, its clients and their names)."""
+    return to_jsonable({
         "schema_version": SCHEMA_VERSION,
-        "round": server_round,
-        "source": source,
-        "label": label,
+        "round": result.round,
+        "source": result.source,
+        "label": result.label,
         "config_hash": cfg.hash(),
         "seed": cfg.seed,
         "task": cfg.task.name,
@@ -174,36 +187,45 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         "experiment": cfg.experiment,
         "reveal_text": run.reveal_text,
         "clients": client_table(run),
-        "train": train_rows(train_log),
-        "participation": participation or {},
-        "audit": sections,
-        "ground_truth_scores": truth or {},
-        "agreement": agreement or {},
-        "timings": {**timings, "elapsed_since_start": round(elapsed, 3)},
+        "train": train_rows(result.train_log),
+        "participation": result.participation,
+        "audit": result.sections,
+        "ground_truth_scores": result.truth,
+        "agreement": result.agreement,
+        "timings": {**result.timings, "elapsed_since_start": round(result.elapsed, 3)},
         "versions": versions(),
         "config": cfg.to_dict(),
     })
-    atomic_write_json(out / "report.json", report)
+
+
+def _training_table(report: dict) -> list[str]:
     names = {c["id"]: c["name"] for c in report["clients"]}
+    lines = ["## Training", "", "| client | train loss | steps | examples | cut to the sequence length |",
+             "|---|---|---|---|---|"]
+    for m in report["train"]:
+        cut = (f"{m['truncated_examples']} (at {m['max_seq_len']} tokens)" if "truncated_examples" in m else "")
+        who = "all (centralized)" if m["client"] is None else names.get(m["client"], m["client"])
+        lines.append(f"| {who} | {m.get('train_loss', float('nan')):.4f} | {m.get('steps', '')} | "
+                     f"{m.get('num_examples', '')} | {cut} |")
+    return [*lines, ""]
+
+
+def round_markdown(report: dict, cfg, methods: dict, out: Path) -> str:
+    """The round page of ``report``: training, then each method's section as its view renders it (plots written
+    into ``out``), then the ground-truth scores and the methods' agreement."""
+    server_round, label = report["round"], report["label"]
     lines = [f"# Round {server_round}: {label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model "
              f"{cfg.model.name}", "",
              f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`; "
              f"[run page](../report.md); every figure of this page and more: [report.json](report.json)", "",
-             *_note(run.reveal_text)]
-    if _source_line(source):
-        lines += [_source_line(source), ""]
+             *_note(report["reveal_text"])]
+    if _source_line(report["source"]):
+        lines += [_source_line(report["source"]), ""]
     if report["train"]:
-        lines += ["## Training", "", "| client | train loss | steps | examples | cut to the sequence length |",
-                  "|---|---|---|---|---|"]
-        for m in report["train"]:
-            cut = (f"{m['truncated_examples']} (at {m['max_seq_len']} tokens)" if "truncated_examples" in m else "")
-            who = "all (centralized)" if m["client"] is None else names.get(m["client"], m["client"])
-            lines.append(f"| {who} | {m.get('train_loss', float('nan')):.4f} | {m.get('steps', '')} | "
-                         f"{m.get('num_examples', '')} | {cut} |")
-        lines.append("")
+        lines += _training_table(report)
     for name, method in methods.items():
         sec, view = report["audit"].get(name, {}), view_for(method)
-        lines += [f"## {method.title or name} ({timings.get(name, 0):.1f} s)", ""]
+        lines += [f"## {method.title or name} ({report['timings'].get(name, 0):.1f} s)", ""]
         if sec.get("note"):
             lines += [f"> **Note.** {sec['note']}", ""]
         lines += [view.markdown(sec) or "", ""]
@@ -213,9 +235,16 @@ def write_round_report(out: Path, cfg, server_round: int, label: str, sections: 
         lines += _truth_table(report["ground_truth_scores"])
     if report.get("agreement"):
         lines += _agreement_table(report["agreement"])
-    md = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def write_round_report(out: Path, cfg, result: RoundResult, methods: dict, run) -> dict:
+    """``report.json``, ``report.md`` and ``report.html`` of one audited round, built, then rendered."""
+    report = round_report(result, cfg, run)
+    atomic_write_json(out / "report.json", report)
+    md = round_markdown(report, cfg, methods, out)
     atomic_write_text(out / "report.md", md)
-    atomic_write_text(out / "report.html", markdown_to_html(md, f"fedmem round {server_round}", out))
+    atomic_write_text(out / "report.html", markdown_to_html(md, f"fedmem round {result.round}", out))
     return report
 
 
