@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from fedmem.common import registry
 from fedmem.common.fields import build_section
 from fedmem.common.progress import progress_bar
 from fedmem.engine.config import Decoding
@@ -326,10 +327,7 @@ def register(cls: type[AuditMethod]) -> type[AuditMethod]:
     """Class decorator: make an audit method available under ``cls.name`` to ``audit.methods``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} needs a non-empty name")
-    if cls.name in AUDIT_METHODS and AUDIT_METHODS[cls.name] is not cls:
-        raise ValueError(f"audit method {cls.name!r} is registered twice")
-    AUDIT_METHODS[cls.name] = cls
-    return cls
+    return registry.add(AUDIT_METHODS, cls.name, cls, "audit method")
 
 
 def declared_figures(methods: dict[str, Any] | None = None) -> dict[str, Figure]:

@@ -1,2 +1,3 @@
 """Helpers every part of fedmem uses: atomic file output and JSON (``io``), config fields and their checks
-(``fields``), how numbers read (``fmt``), progress bars (``progress``). Imports nothing else of fedmem."""
+(``fields``), how numbers read (``fmt``), progress bars (``progress``), the registries' rules (``registry``).
+Imports nothing else of fedmem."""

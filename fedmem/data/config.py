@@ -12,6 +12,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fedmem.common import registry
 from fedmem.common.fields import build_variant, check_fields, option
 from fedmem.data.tasks import task_defaults, task_named
 from fedmem.data.templates import template_fields
@@ -169,18 +170,13 @@ def register_source(*names: str):
     """Class decorator: ``cls`` is the config and loader of the data sources called ``names`` (``data.source``)."""
     def add(cls: type[DataSourceConfig]) -> type[DataSourceConfig]:
         for name in names:
-            if name in DATA_SOURCES and DATA_SOURCES[name] is not cls:
-                raise ValueError(f"data source {name!r} is registered twice")
-            DATA_SOURCES[name] = cls
+            registry.add(DATA_SOURCES, name, cls, "data source")
         return cls
     return add
 
 
 def source_config(name: str) -> type[DataSourceConfig]:
-    if name not in DATA_SOURCES:
-        raise ValueError(f"data.source: unknown source {name!r}; known: {sorted(DATA_SOURCES)} (a source of your own: "
-                         f"register it in a module listed in plugins)")
-    return DATA_SOURCES[name]
+    return registry.named(DATA_SOURCES, name, "data.source", "source")
 
 
 def DataConfig(source: str = "synthetic", **settings) -> DataSourceConfig:  # noqa: N802 (reads as a config class)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedmem.common import registry
 from fedmem.data.templates import TEMPLATES, Template, template_fields
 
 RCT_LABELS = ["BACKGROUND", "OBJECTIVE", "METHODS", "RESULTS", "CONCLUSIONS"]
@@ -192,20 +193,14 @@ def task_defaults(template: Template) -> dict[str, Any]:
 
 def register_task(task: Task) -> Task:
     """Make ``task`` known by name; a module of one's own listed in ``plugins`` registers its task at import."""
-    if task.name in TASKS and TASKS[task.name] != task:
-        raise ValueError(f"task {task.name!r} is registered twice")
     unknown = sorted(set(task.preset) - set(task_defaults(task.template)))
     if unknown:
         raise ValueError(f"task {task.name!r}: its preset sets {unknown}, which are not task settings")
-    TASKS[task.name] = task
-    return task
+    return registry.add(TASKS, task.name, task, "task")
 
 
 def task_named(name: str) -> Task:
-    if name not in TASKS:
-        raise ValueError(f"task.name: unknown task {name!r}; known: {sorted(TASKS)} (a task of your own: register it "
-                         f"in a module listed in plugins)")
-    return TASKS[name]
+    return registry.named(TASKS, name, "task.name", "task")
 
 
 for _name, _template in TEMPLATES.items():

@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fedmem.common import registry
 from fedmem.common.fields import build_variant, check_fields, option
 
 CENTRALIZED = "centralized"  # the CL baseline: one process trains on the union of the clients' data, no Flower
@@ -89,17 +90,11 @@ STRATEGIES: dict[str, Strategy] = {}
 
 
 def register_strategy(strategy: Strategy) -> Strategy:
-    if strategy.name in STRATEGIES and STRATEGIES[strategy.name] != strategy:
-        raise ValueError(f"strategy {strategy.name!r} is registered twice")
-    STRATEGIES[strategy.name] = strategy
-    return strategy
+    return registry.add(STRATEGIES, strategy.name, strategy, "strategy")
 
 
 def strategy_named(name: str) -> Strategy:
-    if name not in STRATEGIES:
-        raise ValueError(f"strategy.name: unknown strategy {name!r}; known: {sorted(STRATEGIES)} (a strategy of your "
-                         f"own: register it in a module listed in plugins)")
-    return STRATEGIES[name]
+    return registry.named(STRATEGIES, name, "strategy.name", "strategy")
 
 
 def strategy_config(settings: dict[str, Any] | None) -> StrategyConfig:

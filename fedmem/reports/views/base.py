@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedmem.audit.base import AuditMethod, Figure
+from fedmem.common import registry
 from fedmem.common.fmt import figure_text
 
 
@@ -73,10 +74,7 @@ VIEWS: dict[str, type[View]] = {}
 def register_view(name: str):
     """Class decorator: ``cls`` renders the sections of the audit method called ``name``."""
     def add(cls: type[View]) -> type[View]:
-        if name in VIEWS and VIEWS[name] is not cls:
-            raise ValueError(f"a view for audit method {name!r} is registered twice")
-        VIEWS[name] = cls
-        return cls
+        return registry.add(VIEWS, name, cls, "a view for audit method")
     return add
 
 
