@@ -24,7 +24,7 @@ from fedmem.audit.detector import (
 )
 from fedmem.audit.mr_stats import mr_figures, newcombe
 from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
-from fedmem.audit.suffix_match import Matches, SuffixMatcher, data_floor, mr_summary
+from fedmem.audit.suffix_match import Matches, SuffixMatcher, data_floor, figure_summary, mr_summary
 from fedmem.audit.truth import canary_group
 from fedmem.common.fields import build_section, check_fields, option, positive, section
 from fedmem.common.io import atomic_write_jsonl_gz
@@ -185,6 +185,9 @@ class MemorizationRatio(AuditMethod):
         held = [s for c in run.clients for s in self.heldout.get(c, [])]
         self.floor = data_floor(self.matcher, [s.client for s in held], [s.suffix_text for s in held],
                                 run.train_sizes) if held else None
+        with_shared = self.matcher.shared_suffixes()
+        self.shared = {"rule": SHARED_RULE, "suffixes_with_shared": [with_shared[c] for c in run.clients],
+                       "passages": [p | {"text": run.redact(p["text"])} for p in self.matcher.shared_passages()]}
 
     def _reference(self) -> dict[str, str]:
         """Which reference behaviour each component follows (written into every report)."""
@@ -231,9 +234,12 @@ class MemorizationRatio(AuditMethod):
                     if offset <= i < offset + len(side.gens)]
             side.matches = self.matcher.collect(len(side.gens), [o for o, _ in mine], [d for _, d in mine])
             offset += len(side.gens)
-        section = self._paper_section(ctx, sides["train"], outs[: len(train)], len(owners))
+        kept = sides["train"]
+        figures = {cat: mr_figures(kept.prefix_clients, kept.padded(h), self.run.train_sizes)
+                   for cat, h in kept.matches.hits.items()}
+        section = self._paper_section(ctx, kept, figures, outs[: len(train)], len(owners))
         if held:
-            section["control"] = self._control(sides)
+            section["control"] = self._control(sides, figures)
             section["headline"] |= self._control_headline(section["control"])
         if self.cfg.records and ctx.out_dir:
             self._write_records(ctx.out_dir, sides)
@@ -253,11 +259,12 @@ class MemorizationRatio(AuditMethod):
                 side.outs.append(o)
         return side
 
-    def _paper_section(self, ctx: RoundContext, side: Side, outs: list[list[int]], pairs: int) -> dict[str, Any]:
-        """MR as the paper computes it (SPEC §3), from the training prefixes: the matrix, the aggregates per category
-        with their intervals, and what the run's ground truth says about the hits."""
+    def _paper_section(self, ctx: RoundContext, side: Side, figures: dict, outs: list[list[int]],
+                       pairs: int) -> dict[str, Any]:
+        """MR as the paper computes it (SPEC §3), from the training prefixes (``figures``: their ``mr_figures`` per
+        category): the matrix, the aggregates per category with their intervals, and what the run's ground truth
+        says about the hits."""
         run, hits = self.run, side.matches.hits
-        figures = {cat: mr_figures(side.prefix_clients, side.padded(h), run.train_sizes) for cat, h in hits.items()}
         any_, unc = figures["any"], figures["any"]["uncertainty"]
         headline = {"intra": any_["intra"], "intra_ci95": unc["intra"]["ci95"],
                     "inter": any_["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
@@ -297,18 +304,19 @@ class MemorizationRatio(AuditMethod):
                 "incoherent": True} for s in side.dropped_samples],
         }
 
-    def _control(self, sides: dict[str, Side]) -> dict[str, Any]:
-        """MR's control (SPEC §3b): the held-out prefixes' MR, the excess of the training prefixes' over it, the same
-        on distinctive text, the data's floor and the shared passages."""
+    def _control(self, sides: dict[str, Side], train_figures: dict) -> dict[str, Any]:
+        """MR's control (SPEC §3b): the held-out prefixes' MR, the excess of the training prefixes' over it (their
+        ``mr_figures`` per category: ``train_figures``), the same on distinctive text, the data's floor and the shared
+        passages."""
         sizes, train, held = self.run.train_sizes, sides["train"], sides["heldout"]
 
         def summary(side: Side, hits) -> dict:
             return mr_summary(side.prefix_clients, {cat: side.padded(h) for cat, h in hits.items()}, sizes)
 
-        figures = {"train": summary(train, train.matches.hits), "heldout": summary(held, held.matches.hits),
+        figures = {"train": {cat: figure_summary(f) for cat, f in train_figures.items()},
+                   "heldout": summary(held, held.matches.hits),
                    "distinctive_train": summary(train, train.matches.distinctive),
                    "distinctive_heldout": summary(held, held.matches.distinctive)}
-        passages = self.matcher.shared_passages()
         return {
             "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
             "heldout_incoherent_dropped": held.dropped(self.run.clients),
@@ -318,9 +326,7 @@ class MemorizationRatio(AuditMethod):
             "distinctive": {"train": figures["distinctive_train"], "heldout": figures["distinctive_heldout"],
                             "excess": excess(figures["distinctive_train"], figures["distinctive_heldout"])},
             "floor": self.floor,
-            "shared": {"rule": SHARED_RULE, "suffixes_with_shared": [self.matcher.shared_suffixes()[c]
-                                                                     for c in self.run.clients],
-                       "passages": [p | {"text": self.run.redact(p["text"])} for p in passages]},
+            "shared": self.shared,
         }
 
     @staticmethod

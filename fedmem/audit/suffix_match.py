@@ -132,7 +132,7 @@ class SuffixMatcher:
             for k in self.clients:
                 texts = self.suffixes[k]
                 owners = self.retrieve(texts, [c for c in self.clients if c != k])
-                pairs = [(texts[i], self.suffixes[c][doc]) for i, c, doc in owners]
+                pairs = self.pairs(texts, owners)
                 if public is not None:
                     found = public.search_terms([query_terms(t) for t in texts], self.top_k)
                     pub = [(i, doc) for i, hits in enumerate(found) for doc, _ in hits]
@@ -148,8 +148,8 @@ class SuffixMatcher:
                             public_spans.setdefault(i, []).extend(runs)
                 for i, s in spans.items():
                     self.shared[(k, i)] = merge_spans(s)
-                    self.in_public[(k, i)] = [span for span in self.shared[(k, i)]
-                                              if covered([span], merge_spans(public_spans.get(i, [])))]
+                    in_public = merge_spans(public_spans.get(i, []))
+                    self.in_public[(k, i)] = [span for span in self.shared[(k, i)] if covered([span], in_public)]
         finally:
             if public is not None:
                 public.close()
@@ -178,16 +178,17 @@ class SuffixMatcher:
         return out
 
 
+def figure_summary(f: dict) -> dict:
+    """MR_Intra, MR_Inter, MR_Total with their 95% intervals, and the matrix, of one category's ``mr_figures``."""
+    unc = f["uncertainty"]
+    return {"intra": f["intra"], "intra_ci95": unc["intra"]["ci95"],
+            "inter": f["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
+            "total": f["total"], "total_ci95": unc["total"]["ci95"], "matrix": f["matrix"], "n": f["n"]}
+
+
 def mr_summary(prefix_clients: list[int], hits: dict[str, list[set[int]]], sizes) -> dict:
-    """MR_Intra, MR_Inter, MR_Total with their 95% intervals, and the matrix, per category (SPEC §3's aggregates)."""
-    out = {}
-    for cat, h in hits.items():
-        f = mr_figures(prefix_clients, h, sizes)
-        unc = f["uncertainty"]
-        out[cat] = {"intra": f["intra"], "intra_ci95": unc["intra"]["ci95"],
-                    "inter": f["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
-                    "total": f["total"], "total_ci95": unc["total"]["ci95"], "matrix": f["matrix"], "n": f["n"]}
-    return out
+    """SPEC §3's aggregates per category (:func:`figure_summary`) of the hits of prefixes of ``prefix_clients``."""
+    return {cat: figure_summary(mr_figures(prefix_clients, h, sizes)) for cat, h in hits.items()}
 
 
 def data_floor(matcher: SuffixMatcher, clients: list[int], continuations: list[str], sizes, bars=None) -> dict:
