@@ -24,7 +24,13 @@ from fedmem.audit.detector import (
 )
 from fedmem.audit.mr_stats import mr_figures, newcombe
 from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
-from fedmem.audit.suffix_match import Matches, SuffixMatcher, data_floor, figure_summary, mr_summary
+from fedmem.audit.suffix_match import (
+    Matches,
+    SuffixMatcher,
+    data_floor,
+    figure_summary,
+    mr_summary,
+)
 from fedmem.audit.truth import canary_group
 from fedmem.common.fields import build_section, check_fields, option, positive, section
 from fedmem.common.io import atomic_write_jsonl_gz

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Sequence
@@ -123,3 +124,14 @@ def positive(obj, key: str, *names: str) -> None:
     for name in names:
         if getattr(obj, name) < 1:
             raise ValueError(f"{key}.{name} must be >= 1, got {getattr(obj, name)!r}")
+
+
+def config_leaves(d: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{"a.b": value}`` (lists as JSON text, so that every value compares and hashes)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out |= config_leaves(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+    return out

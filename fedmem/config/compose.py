@@ -16,7 +16,7 @@ from typing import Any
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.audit.config import AuditConfig
-from fedmem.common.fields import field_default
+from fedmem.common.fields import config_leaves, field_default
 from fedmem.config.experiment import (
     ExperimentConfig,
     SimulationConfig,
@@ -109,12 +109,6 @@ def _groups() -> dict[str, str]:
             for key in choices if not key.startswith("hydra/")}
 
 
-def _leaves(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    return {k: v for key, value in d.items() for k, v in _leaves(value, f"{prefix}{key}.").items()} or {prefix: d}
-
-
 def compose_over(saved: dict, overrides: list[str]) -> dict:
     """A re-audit's config: a run's saved (resolved) config with ``overrides`` applied by Hydra's compose API, a
     dotted key setting a value (``audit.prefix_len=10``) and a group's preset (``audit/decoding=top_p``,
@@ -149,11 +143,10 @@ def compose_over(saved: dict, overrides: list[str]) -> dict:
             raise
         raise ValueError(f"{' '.join(presets)}: {str(e).splitlines()[0]} (a study preset composes other presets and "
                          f"sweeps training settings: re-audit with its audit settings as overrides instead)") from None
-    before, after = _leaves(saved), _leaves(d)
-    changed = sorted(k for k in before
-                     if before.get(k) != after.get(k) and not k.rstrip(".").startswith(REAUDIT_KEYS))
+    before, after = config_leaves(saved), config_leaves(d)
+    changed = sorted(k for k in before if before[k] != after.get(k) and not k.startswith(REAUDIT_KEYS))
     if changed:
-        key = changed[0].rstrip(".")  # a preset that reaches past the audit's rules (a study preset)
+        key = changed[0]  # a preset that reaches past the audit's rules (a study preset)
         raise ValueError(f"{key}: shaped training and cannot change in a re-audit, and {' '.join(overrides)} changes "
                          f"it: re-audit with the preset's audit settings as overrides instead, or train a new run")
     return d

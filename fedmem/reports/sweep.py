@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import yaml
 from scipy import stats
 
 from fedmem.audit.base import declared_figures
+from fedmem.common.fields import config_leaves
 from fedmem.common.fmt import figure_text
 from fedmem.common.io import atomic_write_json, atomic_write_text, to_jsonable
 from fedmem.federation.strategies import CENTRALIZED
@@ -72,17 +73,6 @@ LEGEND = ("Each run's final round. Rates in percent, differences in percentage p
           "n is the number of runs (seeds) in a row: with n ≥ 2 a cell is their mean with a t-interval over the "
           "seeds; with n = 1 it is that run's value with its own sampling interval over the audited samples (none "
           "where the run reports none).")
-
-
-def _leaves(d: dict, prefix: str = "") -> dict[str, Any]:
-    """A nested config as ``{"a.b": value}`` (lists as JSON text, so that every value compares and hashes)."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out |= _leaves(v, f"{prefix}{k}.")
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
-    return out
 
 
 def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
@@ -130,7 +120,7 @@ def load_sweep(sweep_dir: Path) -> list[dict]:
         performance = next((k for k, f in declared_figures().items() if f.sweep == PERFORMANCE and k in final), None)
         if performance:  # the paper's "Performance": ROUGE-L, or accuracy for classification
             final[PERFORMANCE], ci95[PERFORMANCE] = final[performance], ci95.get(performance, {})
-        config = _leaves(yaml.safe_load(cfg_path.read_text()))
+        config = config_leaves(yaml.safe_load(cfg_path.read_text()))
         jobs.append({"dir": cfg_path.parent.name, "config": config,
                      "final": {k: float(v) for k, (_, v) in final.items()},
                      "ci95": {k: ci95[k][r] for k, (r, _) in final.items() if r in ci95.get(k, {})}})
