@@ -1,6 +1,7 @@
 """Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment.runtime``.
 
-Only the adapter crosses the wire, both ways. The train config the server sent goes to the round as it came
+Only the adapter crosses the wire, both ways (clipped by Flower's mod first when the run's defense clips on the
+client). The train config the server sent goes to the round as it came
 (the round number, and whatever the strategy sends for its term in the local loss, such as FedProx's mu).
 """
 
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import functools
 
+import flwr.clientapp.mod
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedmem.config import load_config
 from fedmem.experiment.runtime import check_partition, client_round
+from fedmem.federation.privacy import client_mod
 
 
 @functools.lru_cache(maxsize=4)
@@ -25,11 +28,20 @@ def run_config(path: str):
 def make_client_app(config_path: str | None = None, round_fn=client_round) -> ClientApp:
     """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
     ``round_fn``: the local round (``fedmem.experiment.runtime.client_round``; tests wrap it to make a client fail)."""
-    app = ClientApp()
+    def config_of(context: Context):
+        return run_config(config_path or context.run_config["config-path"])
+
+    def defense_mod(msg: Message, context: Context, call_next) -> Message:
+        """The Flower mod the run's defense needs on the client (DP with client-side clipping clips the update
+        before it leaves), or none; chosen per run, as the app serves whichever run's config it is given."""
+        name = client_mod(config_of(context).defense)
+        return getattr(flwr.clientapp.mod, name)(msg, context, call_next) if name else call_next(msg, context)
+
+    app = ClientApp(mods=[defense_mod])
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        cfg = run_config(config_path or context.run_config["config-path"])
+        cfg = config_of(context)
         torch.set_num_threads(cfg.simulation.torch_threads)
         client = check_partition(cfg, int(context.node_config["partition-id"]))
         state, metrics = round_fn(cfg, client, msg.content["arrays"].to_torch_state_dict(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+import flwr.serverapp.strategy
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
@@ -23,6 +24,7 @@ from fedmem.federation.rounds import (
     last_line,
     participation,
 )
+from fedmem.federation.privacy import flower_wrapper, sampled_clients
 from fedmem.reports.pages import headline
 
 
@@ -38,13 +40,25 @@ def _reply(message) -> Reply:
 
 
 def build_strategy(cfg: ExperimentConfig):
-    """The Flower strategy ``strategy.name`` names, aggregating in client order (so the average's bits never depend
-    on arrival order) and recording who took part and each client's train metrics for the round report."""
-    module, name, arguments = flower_strategy(cfg.strategy, cfg.num_clients)
+    """The Flower strategy ``strategy.name`` names, inside Flower's DP wrapper when ``defense=dp``, aggregating in
+    client order (so the average's bits never depend on arrival order) and recording who took part, each client's
+    train metrics and the round's clipping norm for the round report. The recording sits outside the wrapper, so
+    that a round with a failed client stops the run before the wrapper could skip its aggregation."""
+    module, name, arguments = flower_strategy(cfg.strategy, cfg.num_clients, equal_weights=cfg.defense.active)
     cls = getattr(importlib.import_module(module), name)
+    aggregate = lambda records, key: MetricRecord(  # noqa: E731
+        aggregate_train_metrics([_metrics(r) for r in records], key))
+    wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy.fraction_train, cfg.strategy.min_train_nodes,
+                                                          cfg.num_clients))
+    if wrapper:
+        outer, args = getattr(flwr.serverapp.strategy, wrapper[0]), (cls(**arguments, train_metrics_aggr_fn=aggregate),)
+        kwargs = wrapper[1]
+    else:
+        outer, args, kwargs = cls, (), {**arguments, "train_metrics_aggr_fn": aggregate}
 
-    class Recording(cls):
+    class Recording(outer):
         def configure_train(self, server_round, arrays, config, grid):
+            self.clipping[server_round] = getattr(self, "clipping_norm", None)  # adaptive: this round's norm
             messages = list(super().configure_train(server_round, arrays, config, grid))
             self.sampled[server_round] = len(messages)
             return messages
@@ -61,9 +75,8 @@ def build_strategy(cfg: ExperimentConfig):
                                             for r in trained}
             return super().aggregate_train(server_round, trained)
 
-    strategy = Recording(**arguments, train_metrics_aggr_fn=lambda records, key: MetricRecord(
-        aggregate_train_metrics([_metrics(r) for r in records], key)))
-    strategy.train_log, strategy.sampled, strategy.participation = {}, {}, {}
+    strategy = Recording(*args, **kwargs)
+    strategy.train_log, strategy.sampled, strategy.participation, strategy.clipping = {}, {}, {}, {}
     return strategy
 
 
@@ -77,7 +90,8 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
         if start_round and flower_round == 0:  # the round we continue from was audited before the interruption
             return MetricRecord(headline(auditor.history[-1]))
         figures = auditor.evaluate(flower_round + start_round, arrays.to_torch_state_dict(),
-                                   strategy.train_log.get(flower_round), strategy.participation.get(flower_round))
+                                   strategy.train_log.get(flower_round), strategy.participation.get(flower_round),
+                                   strategy.clipping.get(flower_round))
         return MetricRecord(figures)
 
     try:

@@ -33,6 +33,7 @@ from fedmem.data import (
     check_configs,
 )
 from fedmem.engine.config import ModelConfig, TrainConfig
+from fedmem.federation.privacy import DefenseConfig, check_defense, sampled_clients
 from fedmem.federation.strategies import (
     CENTRALIZED,
     StrategyConfig,
@@ -71,6 +72,7 @@ class ExperimentConfig:
     strategy: StrategyConfig
     audit: AuditConfig
     simulation: SimulationConfig
+    defense: DefenseConfig = dataclasses.field(default_factory=DefenseConfig)
     experiment: str = "none"  # the experiment preset (conf/experiment/) that set the audit's decision rules
     plugins: list[str] = dataclasses.field(default_factory=list)  # modules imported first: methods, sources, strategies
     seed: int = 0
@@ -142,6 +144,7 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
         audit=build_section(AuditConfig, {**audit, "sections": _method_sections(sections, audit.get("methods"))},
                             "audit"),
         simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
+        defense=build_section(DefenseConfig, d.get("defense"), "defense"),
         experiment=str(d.get("experiment", "none")),
         plugins=plugins,
         seed=int(d.get("seed", 0)),
@@ -193,6 +196,12 @@ def validate(cfg: ExperimentConfig) -> None:
         raise ValueError(
             f"strategy.min_train_nodes ({cfg.strategy.min_train_nodes}) exceeds data.num_clients ({cfg.num_clients})"
         )
+    if cfg.defense.active:
+        if cfg.strategy.name == CENTRALIZED:
+            raise ValueError("defense=dp clips and noises the clients' updates in federated rounds; the centralized "
+                             "baseline has none (strategy=centralized takes defense=none)")
+        check_defense(cfg.defense, sampled_clients(cfg.strategy.fraction_train, cfg.strategy.min_train_nodes,
+                                                   cfg.num_clients), cfg.num_clients, cfg.strategy.num_rounds)
     if cfg.model.offline and not cfg.data.has_public_corpus:
         raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
                          "data.public_share=0 with no data.public gives none: set one of them")

@@ -134,9 +134,16 @@ class DataSourceConfig:
     num_clients: int = option(3, "number of clients L")
     train_per_client: int = option(700, "train samples per client |D_j| (paper 27k), canary copies included")
     test_per_client: int = option(40, "test samples per client (paper 3k)")
+    dedup: Literal["off", "exact", "near"] = option(
+        "off", "remove duplicates within each client's training data before training: exact (the same "
+        "memorization text) or near (also texts whose word-shingle MinHash Jaccard similarity reaches "
+        "dedup_threshold); held-out data is left as it is")
+    dedup_threshold: float = option(0.8, "near: the estimated Jaccard similarity at which two texts are duplicates")
 
     def __post_init__(self):
         check_fields(self, "data")
+        if not 0 < self.dedup_threshold <= 1:
+            raise ValueError(f"data.dedup_threshold must be in (0, 1], got {self.dedup_threshold}")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
         if self.train_per_client < 1 or self.test_per_client < 1:

@@ -23,6 +23,7 @@ from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.common.progress import progress_bar
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.federation.privacy import round_privacy
 from fedmem.reports.console import round_line
 from fedmem.reports.pages import (
     RoundResult,
@@ -84,10 +85,11 @@ class Auditor:
         return adapter_state(self.model)
 
     def evaluate(self, server_round: int, state: dict | None, train_log: dict | None = None,
-                 participation: dict | None = None) -> dict[str, float]:
+                 participation: dict | None = None, clipping_norm: float | None = None) -> dict[str, float]:
         """Load the global adapter (``None``: audit the model as it is), run every audit method, write
         ``round_<r>/``; returns the headline figures. ``participation``: which clients were sampled, trained
-        and failed in the round (written into the report)."""
+        and failed in the round; ``clipping_norm``: the norm DP clipped the round's updates to (both written into
+        the report)."""
         round_seconds = None if self._last_end is None else time.perf_counter() - self._last_end
         if state is not None:
             load_adapter_state(self.model, state)
@@ -105,6 +107,7 @@ class Auditor:
             round=server_round, label=self.label, sections=sections, timings=timings,
             elapsed=time.perf_counter() - self._t0, source=self.source, train_log=train_log or {},
             participation=participation or {}, truth=truth,
+            defense=self._defense(server_round, clipping_norm, train_log),
             agreement=agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {},
         )
         report = write_round_report(out, self.cfg, result, self.methods, self.run)
@@ -112,6 +115,14 @@ class Auditor:
         self.history.append(report)
         self._last_end = time.perf_counter()
         return headline(report)
+
+    def _defense(self, server_round: int, clipping_norm: float | None, train_log: dict | None) -> dict:
+        """What protected the data up to this round: DP's budget spent (epsilon after ``server_round`` rounds) and
+        clipping, and what deduplication removed (the data's record of it)."""
+        rows = train_log.values() if isinstance(train_log, dict) else train_log or []  # a re-audit passes rows
+        cfg, norms = self.cfg, [m["update_norm"] for m in rows if "update_norm" in m]
+        dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, server_round, clipping_norm, norms)
+        return {"dp": dp, "dedup": (self.run.ground_truth or {}).get("dedup")}
 
     def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:
         """(each method's report section, the seconds each took and its stages') for the model as it is now."""

@@ -28,6 +28,7 @@ from fedmem.engine.model.load import (
 )
 from fedmem.engine.train import tokenize_examples, train_local
 from fedmem.experiment.auditor import Auditor, audit_pool
+from fedmem.federation.rounds import update_norm
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
 
 _CACHE: dict[tuple, object] = {}
@@ -151,7 +152,8 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, sent: d
         local_term=strategy_named(cfg.strategy.name).local_term(cfg.strategy, sent),
         desc=f"round {server_round} client {client}",
     )
-    return adapter_state(model), with_length(cfg, metrics, truncated)
+    state = adapter_state(model)
+    return state, {**with_length(cfg, metrics, truncated), "clients": 1, "update_norm": update_norm(state, global_state)}
 
 
 def client_cpus(cfg: ExperimentConfig) -> float:

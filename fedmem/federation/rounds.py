@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from fedmem.federation.strategies import strategy_named
 
 WEIGHT_KEY = "num_examples"  # a client's share of the average (FedAvg's weighting), sent in its train metrics
-COUNTS = ("steps", "num_examples", "truncated_examples")  # the round's totals
+EQUAL_WEIGHT_KEY = "clients"  # 1 from every client: DP-FedAvg's equal weights (the noise is calibrated to them)
+COUNTS = ("steps", "num_examples", "truncated_examples", EQUAL_WEIGHT_KEY)  # the round's totals
+MAXIMA = ("max_seq_len", "update_norm")  # the round's largest
 NOT_AGGREGATED = ("partition_id",)  # an id, not a figure
 
 
@@ -34,8 +38,8 @@ def last_line(reason: str) -> str:
 
 
 def aggregate_train_metrics(rows: list[dict], weight_key: str = WEIGHT_KEY) -> dict:
-    """The round's train metrics over its clients: counts summed, the training length the longest, the loss and any
-    other figure weighted by the clients' examples; the partition id left out."""
+    """The round's train metrics over its clients: counts summed, the training length and the update norm the
+    largest, the loss and any other figure weighted by the clients' examples; the partition id left out."""
     out = {}
     for key in dict.fromkeys(k for row in rows for k in row):
         if key in NOT_AGGREGATED:
@@ -43,8 +47,8 @@ def aggregate_train_metrics(rows: list[dict], weight_key: str = WEIGHT_KEY) -> d
         values = [(row[key], float(row[weight_key])) for row in rows if key in row]
         if key in COUNTS:
             out[key] = int(sum(v for v, _ in values))
-        elif key == "max_seq_len":
-            out[key] = int(max(v for v, _ in values))
+        elif key in MAXIMA:
+            out[key] = max(v for v, _ in values)
         else:
             out[key] = sum(float(v) * w for v, w in values) / (sum(w for _, w in values) or 1.0)
     return out
@@ -66,9 +70,15 @@ def participation(server_round: int, sampled: int, replies: list[Reply], min_tra
     return {"sampled": sampled, "trained": trained, "failed": failed, "no_reply": no_reply}
 
 
-def flower_strategy(settings, num_clients: int) -> tuple[str, str, dict]:
+def update_norm(state: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> float:
+    """The L2 norm of a client's update, its adapter minus the global adapter it started from (what DP clips)."""
+    return float(torch.sqrt(sum(((state[k].double() - start[k].double()) ** 2).sum() for k in state)))
+
+
+def flower_strategy(settings, num_clients: int, equal_weights: bool = False) -> tuple[str, str, dict]:
     """(module, class name, keyword arguments) of the Flower strategy ``settings`` (``strategy.*``) names: a class of
-    ``flwr.serverapp.strategy``, or ``module:Class``; the arguments every strategy shares plus its own."""
+    ``flwr.serverapp.strategy``, or ``module:Class``; the arguments every strategy shares plus its own.
+    ``equal_weights``: every client's update counts the same (DP-FedAvg), not by its examples."""
     spec = strategy_named(settings.name)
     module, _, cls = spec.flower_class.rpartition(":") if ":" in spec.flower_class else (
         "flwr.serverapp.strategy", "", spec.flower_class)
@@ -78,6 +88,6 @@ def flower_strategy(settings, num_clients: int) -> tuple[str, str, dict]:
         min_train_nodes=settings.min_train_nodes,
         # a round starts once this many nodes are connected: with a lower minimum, the run goes on without lost nodes
         min_available_nodes=settings.min_trained_clients or num_clients,
-        weighted_by_key=WEIGHT_KEY,
+        weighted_by_key=EQUAL_WEIGHT_KEY if equal_weights else WEIGHT_KEY,
     )
     return module, cls, {**shared, **spec.arguments(settings)}

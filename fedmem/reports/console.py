@@ -12,7 +12,7 @@ import logging
 import os
 
 from fedmem.audit import AUDIT_METHODS
-from fedmem.reports.pages import mean_train_loss
+from fedmem.reports.pages import epsilon, mean_train_loss
 from fedmem.reports.views import headline_text
 
 FLOWER_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # no -v, -v, -vv
@@ -46,7 +46,8 @@ def _seconds(x: float) -> str:
 def round_line(report: dict, num_rounds: int) -> str:
     """One line per audited round from its ``report.json`` dict: ``fedmem: round <r>/<rounds>  train loss <L>``,
     then every figure the audited methods declare for the console (``Figure.console``), in the report's method
-    order, as every report writes it (``fedmem.common.fmt``), then ``<s> s training + <s> s audit``. A method that did not
+    order, as every report writes it (``fedmem.common.fmt``), the privacy budget spent (DP), then ``<s> s training
+    + <s> s audit``. A method that did not
     run (or a figure it lacks) is left out."""
     r = report.get("round")
     trained = (report.get("source") or {}).get("kind") != "external"  # a model fedmem did not train: no rounds
@@ -61,6 +62,9 @@ def round_line(report: dict, num_rounds: int) -> str:
         for figure in method.figures if method else ():
             if figure.console and _number(h.get(figure.key)) is not None:
                 parts.append(f"{figure.label} {headline_text(figure, h)}")
+
+    if epsilon(report) is not None:
+        parts.append(f"ε {epsilon(report):.3g} (δ {report['defense']['dp']['delta']:g})")
 
     timings = report.get("timings") or {}
     methods = (report.get("audit") or {}).keys()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from fedmem.audit.base import declared_figures
+from fedmem.audit.base import Figure, declared_figures
 from fedmem.common.fmt import figure_text, pct
 from fedmem.common.io import (
     atomic_write_json,
@@ -41,9 +41,27 @@ REVEALED = ("This page shows training text (`audit.reveal_text=true`): share it 
             "clients' data.")
 
 
+# The run's own figures beside the methods': tabled, plotted and swept the same way (``<section>/<key>``).
+RUN_FIGURES = {"defense/epsilon": Figure("epsilon", "ε (DP)", kind="score", ci=None, memorization=None)}
+
+
+def report_figures(methods: dict | None = None) -> dict[str, Figure]:
+    """Every headline figure a report can hold, by its curve key: the methods' (``declared_figures``) and the run's."""
+    return {**declared_figures(methods), **RUN_FIGURES}
+
+
+def epsilon(report: dict) -> float | None:
+    """The privacy budget spent up to this round (DP-FedAvg), or None without DP."""
+    dp = (report.get("defense") or {}).get("dp")
+    return float(dp["epsilon"]) if dp else None
+
+
 def headline(report: dict) -> dict[str, float]:
-    """A round report's scalar headline figures, as ``<method>/<figure>`` (plotted and tabled as curves)."""
+    """A round report's scalar headline figures, as ``<method>/<figure>`` (plotted and tabled as curves), and the
+    run's own (``RUN_FIGURES``)."""
     out = {}
+    if epsilon(report) is not None:
+        out["defense/epsilon"] = epsilon(report)
     for name, sec in report.get("audit", {}).items():
         for k, v in (sec.get("headline") or {}).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -158,7 +176,8 @@ class RoundResult:
     by this run (``{"kind": "training"}``), a saved round re-audited, or an external model; ``sections``: each
     method's report section; ``truth``: each method scored against the data's ground truth, when it has one;
     ``agreement``: how the methods' per-sample verdicts agree (``fedmem.audit.agreement``); ``participation``: which
-    clients were sampled, trained and failed."""
+    clients were sampled, trained and failed; ``defense``: DP's budget and clipping (``dp``) and what deduplication
+    removed (``dedup``), each None when off."""
 
     round: int
     label: str
@@ -170,6 +189,7 @@ class RoundResult:
     participation: dict = field(default_factory=dict)
     truth: dict = field(default_factory=dict)
     agreement: dict = field(default_factory=dict)
+    defense: dict = field(default_factory=dict)
 
 
 def round_report(result: RoundResult, cfg, run) -> dict:
@@ -189,6 +209,7 @@ def round_report(result: RoundResult, cfg, run) -> dict:
         "clients": client_table(run),
         "train": train_rows(result.train_log),
         "participation": result.participation,
+        "defense": result.defense,
         "audit": result.sections,
         "ground_truth_scores": result.truth,
         "agreement": result.agreement,
@@ -210,6 +231,30 @@ def _training_table(report: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _defense_lines(defense: dict, names: dict) -> list[str]:
+    """The round page's Defense section: DP's budget and clipping, deduplication's removals; nothing when off."""
+    dp, dedup = defense.get("dp"), defense.get("dedup")
+    if not dp and not dedup:
+        return []
+    lines = ["## Defense", ""]
+    if dp:
+        clipped = (f"; {dp['clipped']} of {len(dp['update_norms'])} client updates were clipped this round (their "
+                   f"norms: {', '.join(f'{n:.3g}' for n in dp['update_norms'])})" if "clipped" in dp else "")
+        lines += [f"**DP-FedAvg**: updates clipped to L2 norm {dp['clipping_norm']:.4g} ({dp['clipping']} clipping, on "
+                  f"the {dp['side']}), Gaussian noise with multiplier z = {dp['noise_multiplier']:g} on their "
+                  f"equal-weight average{clipped}.", "",
+                  f"**Privacy budget after {dp['rounds']} round(s): ε = {dp['epsilon']:.3g} at δ = {dp['delta']:g}** "
+                  f"({dp['sampled']} of {dp['population']} clients per round, sampling rate {dp['sampling_rate']:.3g}; "
+                  f"{dp['accountant']}).", ""]
+    if dedup:
+        rule = f", estimated Jaccard similarity ≥ {dedup['threshold']:g}" if dedup.get("threshold") else ""
+        lines += [f"**Deduplication** ({dedup['mode']}{rule}) removed from each client's training data before "
+                  "training:", "", "| client | records before | removed | of them canary copies |", "|---|---|---|---|",
+                  *[f"| {names.get(c['client'], c['client'])} | {c['before']} | {c['removed']} | "
+                    f"{c['canary_copies_removed']} |" for c in dedup["clients"]], ""]
+    return lines
+
+
 def round_markdown(report: dict, cfg, methods: dict, out: Path) -> str:
     """The round page of ``report``: training, then each method's section as its view renders it (plots written
     into ``out``), then the ground-truth scores and the methods' agreement."""
@@ -223,6 +268,7 @@ def round_markdown(report: dict, cfg, methods: dict, out: Path) -> str:
         lines += [_source_line(report["source"]), ""]
     if report["train"]:
         lines += _training_table(report)
+    lines += _defense_lines(report.get("defense") or {}, {c["id"]: c["name"] for c in report["clients"]})
     for name, method in methods.items():
         sec, view = report["audit"].get(name, {}), view_for(method)
         lines += [f"## {method.title or name} ({report['timings'].get(name, 0):.1f} s)", ""]
@@ -428,7 +474,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
             if len(secs) == len(history):
                 for title, fname in view.render_run(rounds, secs, str(run_dir)):
                     lines += [f"![{title}]({fname})", ""]
-        lines += _figure_table(curves, rounds, bands, declared_figures(methods))
+        lines += _figure_table(curves, rounds, bands, report_figures(methods))
         if last.get("ground_truth_scores"):
             lines += _truth_table(last["ground_truth_scores"])
         if last.get("agreement"):
@@ -441,7 +487,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
 
 
 def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -> list[str]:
-    """Every headline figure per round: the declared ones by their kind (``figures``: ``declared_figures``) with
+    """Every headline figure per round: the declared ones by their kind (``figures``: ``report_figures``) with
     their interval, labelled as declared; any other headline number as it is."""
     def cell(k: str, r: int) -> str:
         v = dict(curves[k]).get(r)

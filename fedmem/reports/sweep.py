@@ -29,11 +29,11 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from fedmem.audit.base import declared_figures
 from fedmem.common.fields import config_leaves
 from fedmem.common.fmt import figure_text
-from fedmem.common.io import atomic_write_json, atomic_write_text, to_jsonable
+from fedmem.common.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
 from fedmem.federation.strategies import CENTRALIZED
+from fedmem.reports.pages import report_figures
 
 # A table's columns are the figures the methods declare for its roles (``Figure.sweep``), role by role.
 ANSWER = ("answer", "extra")  # the paper's MR comparison, then fedmem's own figures
@@ -62,8 +62,9 @@ FACTORS = {  # in the paper's table order; rows nest task, then model, then the 
     "model": Factor("Model", ("model", "name"), "Table 13", ANSWER,
                     ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama3.2-1b", "llama3.2-3b")),
     "rounds": Factor("Communication rounds", ("strategy", "num_rounds"), "Table 14", WITH_PERFORMANCE),
+    "defense": Factor("Defense", None, "", ("performance", "extra"), ("none",)),
 }
-NESTING = ("task", "model", "framework", "algorithm", "rounds", "decoding", "prefix_len")
+NESTING = ("task", "model", "framework", "algorithm", "rounds", "decoding", "prefix_len", "defense")
 WIDE = {"model": "task"}  # Table 13 puts the tasks side by side
 IGNORED = {"seed", "run_dir", "cache_dir"}  # never a factor
 INTERVALS = {"t95_seeds": "mean over n >= 2 seeds with a 95% t-interval over the seeds",
@@ -78,7 +79,7 @@ LEGEND = ("Each run's final round. Rates in percent, differences in percentage p
 def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
     """``{figure: header}`` of the figures every registered method declares for these roles (``Figure.sweep``), by
     role in the order given; the performance role is one column, whichever of its figures a run has."""
-    declared = declared_figures()
+    declared = report_figures()
     columns: dict[str, str] = {}
     for role in roles:
         chosen = {k: f.label for k, f in declared.items() if f.sweep == role}
@@ -91,13 +92,29 @@ def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
 
 def _kind(figure: str) -> str:
     """How a sweep figure reads: as its method declares it (the performance column is a rate)."""
-    declared = declared_figures().get(figure)
+    declared = report_figures().get(figure)
     return declared.kind if declared else "rate"
+
+
+def defense_label(config: dict) -> str:
+    """A run's defense in a few words, from its flattened config: ``none``, ``DP z=1 C=0.1`` (with adaptive and
+    client-side clipping said), ``dedup exact``, or both."""
+    parts = []
+    if config.get("defense.name", "none") != "none":
+        parts.append(f"DP z={config['defense.noise_multiplier']:g} C={config['defense.clipping_norm']:g}"
+                     + (" adaptive" if config.get("defense.clipping") == "adaptive" else "")
+                     + (" client-side" if config.get("defense.side") == "client" else ""))
+    if config.get("data.dedup", "off") != "off":
+        parts.append(f"dedup {config['data.dedup']}" + (f" ≥{config['data.dedup_threshold']:g}"
+                                                          if config["data.dedup"] == "near" else ""))
+    return " + ".join(parts) or "none"
 
 
 def _value(job: dict, factor: str):
     if factor == "framework":
         return "CL" if job["config"].get("strategy.name") == CENTRALIZED else "FL"
+    if factor == "defense":
+        return defense_label(job["config"])
     return job["config"].get(".".join(FACTORS[factor].path) if factor in FACTORS else factor)
 
 
@@ -117,7 +134,7 @@ def load_sweep(sweep_dir: Path) -> list[dict]:
         summary = json.loads(summary_path.read_text())
         final = {k: v[-1] for k, v in summary.get("curves", {}).items() if v}  # figure: [round, value]
         ci95 = {k: {r: [lo, hi] for r, lo, hi in v} for k, v in (summary.get("ci95") or {}).items()}
-        performance = next((k for k, f in declared_figures().items() if f.sweep == PERFORMANCE and k in final), None)
+        performance = next((k for k, f in report_figures().items() if f.sweep == PERFORMANCE and k in final), None)
         if performance:  # the paper's "Performance": ROUGE-L, or accuracy for classification
             final[PERFORMANCE], ci95[PERFORMANCE] = final[performance], ci95.get(performance, {})
         config = config_leaves(yaml.safe_load(cfg_path.read_text()))
@@ -229,6 +246,44 @@ def table_markdown(factor: str, table: dict) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in body] + [""]
 
 
+def frontier_panels(columns: dict) -> list[str]:
+    """The memorization figures the frontier plots, one per method: the first a method declares as memorization
+    (higher means more) among the table's columns."""
+    figures, seen, out = report_figures(), set(), []
+    for key in columns:
+        method = key.partition("/")[0]
+        if key in figures and figures[key].memorization and method not in seen:
+            seen.add(method)
+            out.append(key)
+    return out
+
+
+def frontier_plot(table: dict, sweep_dir: Path) -> str | None:
+    """``defense_frontier.png``: each defense setting's memorization (one panel per method) against its utility,
+    with the privacy budget spent written at each point; None when the runs have no utility figure."""
+    rows, panels = table["rows"], frontier_panels(table["columns"])
+    if PERFORMANCE not in table["columns"] or not panels:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], panels):
+        for row in rows:
+            x, y = row["figures"].get(PERFORMANCE), row["figures"].get(key)
+            if x is None or y is None:
+                continue
+            err = lambda c: [[c["mean"] - c["lo"]], [c["hi"] - c["mean"]]] if c["lo"] is not None else None  # noqa
+            ax.errorbar(x["mean"], y["mean"], xerr=err(x), yerr=err(y), fmt="o", capsize=3)
+            eps = row["figures"].get("defense/epsilon")
+            budget = f"ε={eps['mean']:.3g}" if eps else "no DP"
+            ax.annotate(f"{row['key']['defense']}\n{budget}", (x["mean"], y["mean"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, 4))
+        ax.set_xlabel(table["columns"][PERFORMANCE])
+        ax.set_ylabel(table["columns"][key])
+        ax.grid(alpha=0.3)
+    fig.suptitle("Memorization against utility per defense (95% intervals)")
+    return save_figure(fig, Path(sweep_dir) / "defense_frontier.png")
+
+
 def write_sweep_report(sweep_dir: Path) -> Path:
     """``sweep_report.md`` (Markdown tables, percent) and ``sweep_tables.json`` (fractions) of a sweep directory."""
     sweep_dir = Path(sweep_dir)
@@ -249,6 +304,9 @@ def write_sweep_report(sweep_dir: Path) -> Path:
         lines += ["No factor varies across the finished runs: one row, over the seeds.", ""]
     for factor, table in tables.items():
         lines += table_markdown(factor, table)
+        if factor == "defense" and (plot := frontier_plot(table, sweep_dir)):
+            lines += ["Memorization against utility, one point per defense setting with the privacy budget it spent "
+                      "(ε at the configured δ; no DP: unbounded):", "", f"![defense frontier]({plot})", ""]
     if not jobs:
         lines.append("No finished run in this sweep.")
     out = sweep_dir / "sweep_report.md"
