@@ -244,6 +244,8 @@ def _ground_truth(task, data, seed, specialties, clients, canaries, public_patie
             "copies": entry["copies"],
             "secret": k.secret,
             "secret_parts": dict(k.parts),
+            # the secret part drawn at random and the values it was drawn from (canary exposure ranks it among them)
+            "secret_space": {"part": "record_number", "candidates": list(k.record_number_space)},
             "mem_text": k.patient,
             "secret_char_span": [start, start + len(k.secret)],
             "secret_word_offset": len(k.patient[:start].split()),

@@ -75,6 +75,8 @@ class Canary:
     doctor: str
     secret: str  # the secret sentence, verbatim in ``patient`` (second half) and ``doctor``
     parts: dict  # name, record_number, phone: each a unique string
+    # the values the record number was drawn from, equally likely: an exposure audit ranks the true one among them
+    record_number_space: tuple[str, ...] = ()
 
 
 def intake_note(rng: random.Random, specialty: str, template: int, name: str, mrn: str, phone: str
@@ -124,6 +126,7 @@ def make_canary(rng: random.Random, serial: int, specialty: str, used_names: set
         doctor=vocab.CANARY_DOCTOR.format(secret=secret, symptom=symptom),
         secret=secret,
         parts={"name": name, "record_number": mrn, "phone": phone},
+        record_number_space=tuple(f"{serial:03d}{i:02d}" for i in range(100)),
     )
 
 

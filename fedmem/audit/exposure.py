@@ -1,0 +1,128 @@
+"""Canary exposure (Carlini et al., "The Secret Sharer", 2019): how far a planted secret stands out, to the model,
+from the values it could have had.
+
+A source that plants canaries says, in its ground truth, which part of each canary was drawn at random and the
+values it was drawn from, all equally likely (``secret_space``: ``{"part", "candidates"}``; the synthetic source's
+record numbers). Every candidate is put in the secret's place in the canary's suffix and scored, log P(suffix |
+context) in the context the model trained on (as Prior-Aware and the membership attacks score); the true value's
+rank r among the N candidates (1 = the most likely) gives
+
+    exposure = log2(N) - log2(r)   bits,
+
+from 0 (the true value ranked last) to log2(N) (ranked first). The control is built in: a model that never saw a
+canary ranks its value uniformly at random, so its expected exposure is log2(N) - mean(log2(r), r = 1..N), about
+1.4 bits for large N (``chance``); the canaries planted once are the empirical control beside the repeated ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.training_context import ScoringContext, check_training_forms
+from fedmem.audit.truth import canary_group, canary_group_order
+from fedmem.common.fields import check_fields, option
+
+
+@dataclass
+class ExposureConfig:
+    context: ScoringContext = option(
+        "train", "what the suffix is scored after: train (the training sequence up to the prefix's end, as the "
+        "model saw it) or prompt (MR's prompt: the prefix alone in the open user turn)")
+
+    def __post_init__(self):
+        check_fields(self, "audit.exposure")
+
+
+def chance_exposure(n: int) -> float:
+    """The expected exposure of a value ranked uniformly at random among ``n``: what a model that never saw it gets."""
+    return math.log2(n) - float(np.mean(np.log2(np.arange(1, n + 1))))
+
+
+def exposure(true_logp: float, candidate_logps: np.ndarray) -> tuple[int, float]:
+    """(rank of the true value among the candidates by log P, 1 = most likely; its exposure in bits). Candidates
+    scoring the same as the true value share its rank, counted in its favour."""
+    rank = 1 + int((candidate_logps > true_logp).sum())
+    return rank, math.log2(len(candidate_logps)) - math.log2(rank)
+
+
+def t_interval(values: list[float], top: float) -> list[float] | None:
+    """95% t-interval of the mean over the canaries, within the possible [0, ``top``] (None below two canaries)."""
+    if len(values) < 2:
+        return None
+    half = float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values)))
+    mean = float(np.mean(values))
+    return [max(mean - half, 0.0), min(mean + half, top)]
+
+
+@register
+class Exposure(AuditMethod):
+    name = "exposure"
+    Config = ExposureConfig
+    title = "Canary exposure"
+    figures = (
+        Figure("exposure", "canary exposure (bits)", kind="score", console=True),
+        Figure("exposure_single", "exposure of canaries planted once (bits)", kind="score", memorization=None,
+               sweep=None),
+        Figure("chance", "exposure of an unseen value (bits)", kind="score", ci=None, memorization=None, sweep=None),
+        Figure("ranked_first", "repeated canaries whose secret ranks first", kind="count", of="repeated", sweep=None),
+    )
+
+    def __init__(self, cfg: ExposureConfig, run: AuditRun):
+        super().__init__(cfg, run)
+        spaces = {k["id"]: k["secret_space"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
+        parts = {k["id"]: k["secret_parts"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
+        # each canary once (its audited sample); its secret must sit in the suffix, where it is scored
+        self.canaries: list[tuple[AuditSample, str, list[str]]] = []
+        self.secret_in_prefix = 0
+        for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in spaces):
+            space = spaces[s.tags["canary"]]
+            value = parts[s.tags["canary"]][space["part"]]
+            if value in s.suffix_text:
+                self.canaries.append((s, value, list(space["candidates"])))
+            else:
+                self.secret_in_prefix += 1
+        if cfg.context == "train":
+            check_training_forms([s for s, _, _ in self.canaries], "audit.exposure.context")
+
+    @classmethod
+    def work(cls, cfg: ExposureConfig, clients: int) -> str:
+        return "every planted canary's suffix scored with each value its secret could have had"
+
+    def _pairs(self, sample: AuditSample, value: str, candidates: list[str]) -> list[tuple]:
+        """(context ids, suffix ids) of the canary's suffix with each candidate in its secret's place, tokenized
+        alike (the true value is scored through the same path as the others)."""
+        context, _ = sample.scored_in(self.cfg.context)
+        tokenizer = self.run.tokenizer
+        return [(context, tuple(tokenizer.encode(sample.suffix_text.replace(value, c), add_special_tokens=False)))
+                for c in candidates]
+
+    def audit(self, ctx: RoundContext) -> dict:
+        rows = []
+        for sample, value, candidates in self.canaries:
+            logps = ctx.logprobs(self._pairs(sample, value, candidates))
+            rank, bits = exposure(float(logps[candidates.index(value)]), logps)
+            rows.append({"id": sample.id, "client": sample.client, "canary": sample.tags["canary"],
+                         "copies": int(sample.tags.get("copies", 1)), "group": canary_group(sample.tags),
+                         "candidates": len(candidates), "rank": rank, "exposure": bits})
+        repeated = [r["exposure"] for r in rows if r["copies"] >= 2]
+        single = [r["exposure"] for r in rows if r["copies"] < 2]
+        sizes = sorted({r["candidates"] for r in rows})
+        top = math.log2(max(sizes, default=1))
+        headline = {"exposure": float(np.mean(repeated)) if repeated else None,
+                    "exposure_ci95": t_interval(repeated, top),
+                    "exposure_single": float(np.mean(single)) if single else None,
+                    "exposure_single_ci95": t_interval(single, top),
+                    "chance": chance_exposure(sizes[0]) if len(sizes) == 1 else None,
+                    "ranked_first": sum(r["rank"] == 1 and r["copies"] >= 2 for r in rows), "repeated": len(repeated)}
+        groups = {}
+        for g in sorted({r["group"] for r in rows}, key=canary_group_order):
+            bits = [r["exposure"] for r in rows if r["group"] == g]
+            groups[g] = {"n": len(bits), "exposure": float(np.mean(bits)), "ranked_first":
+                         sum(r["rank"] == 1 for r in rows if r["group"] == g)}
+        return {"config": asdict(self.cfg), "headline": headline, "context": self.cfg.context, "by_copies": groups,
+                "canaries": rows, "secret_in_prefix": self.secret_in_prefix}
