@@ -120,6 +120,9 @@ class TaskConfig:
         return template_fields(self.user_template, self.assistant_template)
 
 
+MAX_DEDUP_THRESHOLD = 0.98  # the highest similarity MinHash LSH with fedmem.data.dedup's 128 permutations can band
+
+
 @dataclass
 class DataSourceConfig:
     """Where the samples come from and how many: the settings every source shares. Each source is a subclass with
@@ -142,8 +145,9 @@ class DataSourceConfig:
 
     def __post_init__(self):
         check_fields(self, "data")
-        if not 0 < self.dedup_threshold <= 1:
-            raise ValueError(f"data.dedup_threshold must be in (0, 1], got {self.dedup_threshold}")
+        if not 0 < self.dedup_threshold <= MAX_DEDUP_THRESHOLD:
+            raise ValueError(f"data.dedup_threshold must be in (0, {MAX_DEDUP_THRESHOLD}] (above, MinHash's bands cannot "
+                             f"tell; dedup=exact removes identical texts), got {self.dedup_threshold}")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
         if self.train_per_client < 1 or self.test_per_client < 1:

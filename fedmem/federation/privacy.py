@@ -102,7 +102,7 @@ def count_stddev(defense: DefenseConfig, sampled: int) -> float:
 
 def privacy_budget(defense: DefenseConfig, rounds: int, sampled: int, population: int) -> dict:
     """Epsilon at ``defense.delta`` after ``rounds`` released rounds of ``sampled`` of ``population`` clients, with
-    the settings that decide it (the report's ``privacy`` section)."""
+    the settings that decide it (the report's ``defense.dp``)."""
     import dp_accounting
     from dp_accounting.rdp import rdp_privacy_accountant
 

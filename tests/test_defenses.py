@@ -1,0 +1,229 @@
+"""Defenses: DP-FedAvg through Flower's wrappers (what crosses the wire is clipped and noised, the budget is the
+accountant's), deduplication of each client's training data, and the frontier sweep's table and plot."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from fedmem.cli import run_experiment
+from fedmem.config.experiment import from_dict
+from fedmem.data.dedup import deduplicate, exact_duplicates, near_duplicates
+from fedmem.data.records import ClientSplit, FederatedData, Record
+from fedmem.federation.privacy import DefenseConfig, check_defense, privacy_budget
+from fedmem.reports.pages import _defense_lines
+from fedmem.reports.sweep import defense_label, write_sweep_report
+from tests.conftest import report_schema_errors
+
+# ---------------------------------------------------------------- the privacy budget
+
+
+def test_epsilon_matches_the_accountants_published_gaussian_example():
+    """dp-accounting's own test: a Gaussian mechanism with noise multiplier 4.530877117 (std over sensitivity) is
+    exactly (1, 1e-6)-DP. fedmem's mechanism over all clients (no sampling) has sensitivity 2C under replace-one, so
+    Flower's multiplier z = 2 * 4.530877117 is that mechanism."""
+    dp = DefenseConfig(name="dp", noise_multiplier=2 * 4.530877117, delta=1e-6)
+    assert privacy_budget(dp, rounds=1, sampled=5, population=5)["epsilon"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_epsilon_composes_over_rounds_and_sampling_never_costs_more():
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    dp = DefenseConfig(name="dp", noise_multiplier=1.3, delta=1e-5)
+    # T rounds without sampling are one Gaussian of multiplier (z/2)/sqrt(T): RDP composes additively
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_accounting.GaussianDpEvent(0.65 / math.sqrt(7)))
+    assert privacy_budget(dp, 7, 4, 4)["epsilon"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-6)
+    eps = [privacy_budget(dp, t, 4, 4)["epsilon"] for t in range(0, 5)]
+    assert eps[0] == 0 and all(a < b for a, b in zip(eps, eps[1:]))
+    for noise in (0.05, 1.0, 4.0):  # sampling 10 of 100 clients: amplified where the bound allows, never worse
+        d = DefenseConfig(name="dp", noise_multiplier=noise)
+        sampled, full = privacy_budget(d, 10, 10, 100), privacy_budget(d, 10, 100, 100)
+        assert sampled["epsilon"] <= full["epsilon"] and sampled["sampling_rate"] == 0.1
+    assert privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), 10, 10, 100)["epsilon"] < \
+        0.5 * privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), 10, 100, 100)["epsilon"]
+
+
+def test_a_budget_that_cannot_be_computed_is_refused_in_one_line(compose):
+    with pytest.raises(ValueError, match="defense.noise_multiplier must be > 0"):
+        DefenseConfig(name="dp", noise_multiplier=0.0)
+    adaptive = DefenseConfig(name="dp", clipping="adaptive", noise_multiplier=0.5)
+    with pytest.raises(ValueError, match="clipped_count_stddev above 0.25"):
+        check_defense(adaptive, sampled=3, population=3, rounds=2)  # Flower's default stddev: 3/20
+    with pytest.raises(ValueError, match="not below 1/3 clients"):
+        check_defense(DefenseConfig(name="dp", delta=0.5), 3, 3, 2)
+    with pytest.raises(ValueError, match="centralized"):
+        from_dict(compose("strategy=centralized", "defense=dp"))
+    with pytest.raises(ValueError, match="defense.side"):
+        from_dict(compose("defense=dp", "defense.side=both"))
+    check_defense(DefenseConfig(name="dp", clipping="adaptive", noise_multiplier=0.5, clipped_count_stddev=1.0), 3, 3, 2)
+
+
+# ---------------------------------------------------------------- DP through the real Flower simulation
+
+
+def _delta(run_dir) -> torch.Tensor:
+    """The change of the global adapter in round 1: what the server released."""
+    a = load_file(str(run_dir / "round_0" / "adapter" / "adapter_model.safetensors"))
+    b = load_file(str(run_dir / "round_1" / "adapter" / "adapter_model.safetensors"))
+    return torch.cat([(b[k].double() - a[k].double()).flatten() for k in sorted(a)])
+
+
+@pytest.fixture(scope="module")
+def dp_runs(tmp_path_factory, cache_dir):
+    """Two DP runs of 2 clients x 1 round through the Flower simulation: server-side fixed clipping with enough
+    noise to measure it, and client-side adaptive clipping (Flower's mod on the clients) with almost none."""
+    from fedmem.config.compose import compose_dict
+    from tests.conftest import FAST
+
+    runs = {"noise": ["defense=dp", "defense.noise_multiplier=1.0", "defense.clipping_norm=0.05"],
+            "clip": ["defense=dp", "defense.noise_multiplier=0.0001", "defense.clipping_norm=0.05",
+                     "defense.side=client", "defense.clipping=adaptive"]}
+    return {name: run_experiment(compose_dict([*FAST, f"cache_dir={cache_dir}", *extra]),
+                                 str(tmp_path_factory.mktemp(name))) for name, extra in runs.items()}
+
+
+def test_the_server_adds_noise_of_the_configured_scale(dp_runs):
+    """z = 1, C = 0.05, 2 clients: Flower adds N(0, (zC/2)^2) to every weight of the averaged adapter. The clipped
+    average itself has norm <= C, under C / sqrt(d) per weight, so the released change's spread is the noise's."""
+    delta = _delta(dp_runs["noise"])
+    assert float(delta.std()) == pytest.approx(1.0 * 0.05 / 2, rel=0.02)
+    report = json.loads((dp_runs["noise"] / "round_1" / "report.json").read_text())
+    assert not report_schema_errors(report)
+    dp = report["defense"]["dp"]
+    assert dp["epsilon"] == pytest.approx(privacy_budget(DefenseConfig(name="dp", noise_multiplier=1.0), 1, 2, 2)
+                                          ["epsilon"]) and dp["sampled"] == dp["population"] == 2
+    assert [m["update_norm"] for m in report["train"]] == dp["update_norms"] and dp["clipped"] == 2
+    assert all(m["clients"] == 1 for m in report["train"])  # equal weights, as the noise's calibration assumes
+
+
+def test_client_side_clipping_bounds_what_the_clients_send(dp_runs):
+    run = dp_runs["clip"]
+    report = json.loads((run / "round_1" / "report.json").read_text())
+    norms = report["defense"]["dp"]["update_norms"]
+    assert min(norms) > 10 * 0.05  # the clients' own updates are far larger than the clipping norm ...
+    # ... and the average of what they sent is within it (the noise adds about 1e-4 * 0.05 / 2 per weight)
+    assert float(_delta(run).norm()) <= 0.05 * 1.01
+    assert report["defense"]["dp"]["clipping"] == "adaptive" and report["defense"]["dp"]["side"] == "client"
+
+
+def test_the_budget_is_on_the_console_line_the_page_and_the_summary(dp_runs):
+    run = dp_runs["noise"]
+    page = (run / "round_1" / "report.md").read_text()
+    eps = json.loads((run / "round_1" / "report.json").read_text())["defense"]["dp"]["epsilon"]
+    assert f"Privacy budget after 1 round(s): ε = {eps:.3g} at δ = 1e-05" in page
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["curves"]["defense/epsilon"] == [[0, 0.0], [1, pytest.approx(eps)]]
+
+
+# ---------------------------------------------------------------- deduplication
+
+
+def _record(i: int, text: str, tags=None) -> Record:
+    return Record(id=f"r{i}", user=text, assistant="", mem_text=text, client=0, tags=tags or {})
+
+
+BASE = ("the patient reports a dull pain in the lower back that started three weeks ago after lifting boxes at "
+        "work and gets worse when sitting for long periods in the evening")
+
+
+def test_exact_and_near_duplicates_on_a_toy_set():
+    records = [_record(0, BASE), _record(1, BASE.upper().replace(" ", "  ")),  # the same text, case and spacing aside
+               _record(2, BASE.replace("three", "four")),  # one word changed: a near duplicate
+               _record(3, "an unrelated note about a skin rash on both arms after a new soap"),
+               _record(4, BASE, {"canary": "k", "copies": 2})]
+    assert exact_duplicates(records) == [1, 4]
+    assert near_duplicates(records, threshold=0.7) == [1, 2, 4]
+    assert near_duplicates(records, threshold=0.98) == [1, 4]  # a changed word drops five of its shingles
+    fd = FederatedData([ClientSplit(train=records, test=[_record(9, BASE)])], [], {}, "toy")
+    out = deduplicate(fd, "near", 0.7)
+    assert [r.id for r in out.clients[0].train] == ["r0", "r3"] and len(out.clients[0].test) == 1
+    assert out.ground_truth["dedup"] == {"mode": "near", "threshold": 0.7, "clients": [
+        {"client": 0, "before": 5, "removed": 3, "canary_copies_removed": 1}]}
+    assert deduplicate(fd, "off", 0.7) is fd
+    with pytest.raises(ValueError, match="data.dedup_threshold must be in"):
+        from_dict({"data": {"dedup": "near", "dedup_threshold": 0.99}})
+
+
+def test_exact_dedup_leaves_one_copy_of_every_planted_canary(compose):
+    from fedmem.data import load_federated
+
+    cfg = from_dict(compose("data.dedup=exact", "data.canary_copies=[1,4]", "data.shared_canary_copies=[4]"))
+    fd = load_federated(cfg.task, cfg.data, cfg.seed)
+    plain = load_federated(cfg.task, from_dict(compose("data.canary_copies=[1,4]",
+                                                       "data.shared_canary_copies=[4]")).data, cfg.seed)
+    for c, (split, before) in enumerate(zip(fd.clients, plain.clients)):
+        copies = {}
+        for r in before.train:
+            if "canary" in r.tags:
+                copies[r.tags["canary"]] = copies.get(r.tags["canary"], 0) + 1
+        kept = [r.tags["canary"] for r in split.train if "canary" in r.tags]
+        assert sorted(kept) == sorted(copies)  # one copy each, ordinary records untouched
+        removed = sum(n - 1 for n in copies.values())
+        assert len(split.train) == len(before.train) - removed and split.test == before.test
+        assert fd.ground_truth["dedup"]["clients"][c]["canary_copies_removed"] == removed
+    lines = "\n".join(_defense_lines({"dp": None, "dedup": fd.ground_truth["dedup"]}, {0: "cardiology"}))
+    assert "**Deduplication** (exact)" in lines and "| cardiology | 24 |" in lines
+
+
+# ---------------------------------------------------------------- the frontier sweep
+
+
+def _job(root, n: int, config: dict, seed: int, **final: float) -> None:
+    d = root / str(n)
+    d.mkdir()
+    (d / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed}))
+    (d / "summary.json").write_text(json.dumps({"curves": {k.replace("__", "/"): [[0, 0.0], [3, v]]
+                                                           for k, v in final.items()}}))
+
+
+def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path):
+    settings = {"none": [], "dp": ["defense=dp", "defense.noise_multiplier=0.01", "defense.clipping_norm=30"],
+                "dedup": ["defense=dedup"]}
+    n = 0
+    for seed in (0, 1):
+        for k, (name, overrides) in enumerate(settings.items()):
+            config = from_dict(compose(*overrides)).to_dict()
+            figures = {"utility__rouge_l": 0.2 - 0.05 * k + 0.01 * seed, "mr__excess_intra": 0.03 - 0.01 * k,
+                       "mia__loss_auc": 0.6 - 0.05 * k, "exposure__exposure": 3.0 - k}
+            if name == "dp":
+                figures["defense__epsilon"] = 66111.8
+            _job(tmp_path, n, config, seed, **figures)
+            n += 1
+    assert defense_label({"defense.name": "dp", "defense.noise_multiplier": 0.01, "defense.clipping_norm": 30.0,
+                          "defense.clipping": "adaptive", "data.dedup": "near", "data.dedup_threshold": 0.8}) == \
+        "DP z=0.01 C=30 adaptive + dedup near ≥0.8"
+    write_sweep_report(tmp_path)
+    tables = json.loads((tmp_path / "sweep_tables.json").read_text())
+    assert tables["factors"] == ["defense"]  # noise, clipping norm and dedup read as one factor, not three
+    table = tables["tables"]["defense"]
+    assert [r["key"]["defense"] for r in table["rows"]] == ["none", "DP z=0.01 C=30", "dedup exact"]
+    assert {"defense/epsilon", "mr/excess_intra", "mia/loss_auc", "exposure/exposure", "performance"} <= \
+        set(table["columns"])
+    dp_row = table["rows"][1]
+    assert dp_row["n"] == 2 and dp_row["figures"]["defense/epsilon"]["mean"] == pytest.approx(66111.8)
+    assert dp_row["figures"]["performance"]["mean"] == pytest.approx(0.155)
+    md = (tmp_path / "sweep_report.md").read_text()
+    assert "## Defense" in md and "![defense frontier](defense_frontier.png)" in md
+    assert (tmp_path / "defense_frontier.png").stat().st_size > 10_000
+
+
+def test_the_defenses_preset_sweeps_five_settings_over_three_seeds():
+    from fedmem.config.compose import compose_dict, conf_dir
+    from pathlib import Path
+
+    preset = yaml.safe_load((Path(conf_dir()) / "experiment" / "defenses.yaml").read_text())
+    params = preset["hydra"]["sweeper"]["params"]
+    assert params["seed"] == "0,1,2"
+    for defense in params["defense"].split(","):
+        cfg = from_dict(compose_dict(["experiment=defenses", f"defense={defense}"]))
+        assert "exposure" in cfg.audit.methods and cfg.experiment == "defenses"
+        assert (cfg.defense.name, cfg.data.dedup) in {("none", "off"), ("dp", "off"), ("none", "exact")}
+    noise = sorted(from_dict(compose_dict(["experiment=defenses", f"defense=dp_{x}_noise"])).defense.noise_multiplier
+                   for x in ("low", "mid", "high"))
+    assert len(set(noise)) == 3 and np.all(np.diff(np.log10(noise)) > 0.5)
