@@ -52,6 +52,13 @@ def test_a_memorized_canary_ranks_first_and_an_unseen_one_does_not(canary_run):
     assert after["by_copies"] == {"4": {"n": 1, "exposure": pytest.approx(math.log2(100)), "ranked_first": 1}}
 
 
+def test_a_canary_several_clients_hold_is_scored_once(canary_run):
+    run, canary = canary_run
+    shared = type(run)(**{**run.__dict__, "train": {0: run.train[0], 1: [canary, *run.train[0][1:]]},
+                          "test": {0: run.test[0], 1: run.test[0]}, "train_sizes": {0: 2, 1: 2}})
+    assert [s.id for s, _, _ in Exposure(ExposureConfig(context="prompt"), shared).canaries] == [canary.id]
+
+
 def test_a_canary_whose_secret_is_in_the_prefix_is_counted_not_scored(canary_run):
     run, canary = canary_run
     run = type(run)(**{**run.__dict__, "ground_truth": {"canaries": [{

@@ -76,10 +76,14 @@ class Exposure(AuditMethod):
         super().__init__(cfg, run)
         spaces = {k["id"]: k["secret_space"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
         parts = {k["id"]: k["secret_parts"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
-        # each canary once (its audited sample); its secret must sit in the suffix, where it is scored
+        # each canary once: a canary several clients hold sits in each one's pool, the same text scored the same
+        # way, and counting it per holder would weigh it as several canaries; its secret must sit in the suffix
         self.canaries: list[tuple[AuditSample, str, list[str]]] = []
-        self.secret_in_prefix = 0
+        self.secret_in_prefix, seen = 0, set()
         for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in spaces):
+            if s.tags["canary"] in seen:
+                continue
+            seen.add(s.tags["canary"])
             space = spaces[s.tags["canary"]]
             value = parts[s.tags["canary"]][space["part"]]
             if value in s.suffix_text:
