@@ -207,9 +207,10 @@ def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path)
         set(table["columns"])
     dp_row = table["rows"][1]
     assert dp_row["n"] == 2 and dp_row["figures"]["defense/epsilon"]["mean"] == pytest.approx(66111.8)
+    assert dp_row["figures"]["defense/epsilon"]["lo"] is None  # a budget is computed, the same for every seed
     assert dp_row["figures"]["performance"]["mean"] == pytest.approx(0.155)
     md = (tmp_path / "sweep_report.md").read_text()
-    assert "## Defense" in md and "![defense frontier](defense_frontier.png)" in md
+    assert "## Defense" in md and "![defense frontier](defense_frontier.png)" in md and "| 6.61e+04 |" in md
     assert (tmp_path / "defense_frontier.png").stat().st_size > 10_000
 
 

@@ -37,10 +37,15 @@ def count(k: int | None, n: int | None) -> str:
 
 
 def score_ci(x: float | None, ci: list | None) -> str:
-    """A score that is not a rate (a ROC AUC) with its 95% interval: ``0.64 [0.49, 0.78]``."""
+    """A score that is not a rate (a ROC AUC) with its 95% interval: ``0.64 [0.49, 0.78]``; from 1,000 up (a privacy
+    budget) to three significant digits, ``6.61e+04``."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    return f"{x:.{DECIMALS}f}" + (f" [{ci[0]:.{DECIMALS}f}, {ci[1]:.{DECIMALS}f}]" if ci and ci[0] is not None else "")
+
+    def number(v: float) -> str:
+        return f"{v:.3g}" if abs(v) >= 1000 else f"{v:.{DECIMALS}f}"
+
+    return number(x) + (f" [{number(ci[0])}, {number(ci[1])}]" if ci and ci[0] is not None else "")
 
 
 def figure_text(kind: str, x, ci: list | None = None, total=None) -> str:

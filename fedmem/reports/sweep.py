@@ -166,6 +166,9 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
         return None
     values = np.array([j["final"][figure] for j in runs])
     n, mean = len(values), float(values.mean())
+    declared = report_figures().get(figure)
+    if n >= 2 and declared is not None and declared.ci is None and np.ptp(values) == 0:
+        return {"mean": mean, "lo": None, "hi": None, "n": n, "interval": None}  # computed, not estimated (a budget)
     if n >= 2:
         half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / math.sqrt(n))
         lo, hi, kind = mean - half, mean + half, "t95_seeds"
@@ -265,21 +268,22 @@ def frontier_plot(table: dict, sweep_dir: Path) -> str | None:
     if PERFORMANCE not in table["columns"] or not panels:
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.4), squeeze=False, layout="constrained")
+    err = lambda c: [[c["mean"] - c["lo"]], [c["hi"] - c["mean"]]] if c["lo"] is not None else None  # noqa: E731
     for ax, key in zip(axes[0], panels):
-        for row in rows:
+        for i, row in enumerate(rows):  # one colour per setting, the same in every panel
             x, y = row["figures"].get(PERFORMANCE), row["figures"].get(key)
             if x is None or y is None:
                 continue
-            err = lambda c: [[c["mean"] - c["lo"]], [c["hi"] - c["mean"]]] if c["lo"] is not None else None  # noqa
-            ax.errorbar(x["mean"], y["mean"], xerr=err(x), yerr=err(y), fmt="o", capsize=3)
             eps = row["figures"].get("defense/epsilon")
-            budget = f"ε={eps['mean']:.3g}" if eps else "no DP"
-            ax.annotate(f"{row['key']['defense']}\n{budget}", (x["mean"], y["mean"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, 4))
+            budget = f"ε = {figure_text('score', eps['mean'])}" if eps else "no DP"
+            ax.errorbar(x["mean"], y["mean"], xerr=err(x), yerr=err(y), fmt="o", capsize=3, color=f"C{i}",
+                        label=f"{' '.join(map(str, row['key'].values()))} ({budget})")
         ax.set_xlabel(table["columns"][PERFORMANCE])
         ax.set_ylabel(table["columns"][key])
         ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
     fig.suptitle("Memorization against utility per defense (95% intervals)")
     return save_figure(fig, Path(sweep_dir) / "defense_frontier.png")
 
