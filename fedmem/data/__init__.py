@@ -1,4 +1,5 @@
-"""Data: the paper's tasks and templates, sources (synthetic, Hugging Face, local files), partitioners.
+"""Data: the paper's tasks and templates, sources (synthetic, Hugging Face, local files), partitioners, and the
+per-client deduplication run before training (``data.dedup``).
 
 Public API::
 
