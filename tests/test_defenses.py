@@ -228,3 +228,17 @@ def test_the_defenses_preset_sweeps_five_settings_over_three_seeds():
     noise = sorted(from_dict(compose_dict(["experiment=defenses", f"defense=dp_{x}_noise"])).defense.noise_multiplier
                    for x in ("low", "mid", "high"))
     assert len(set(noise)) == 3 and np.all(np.diff(np.log10(noise)) > 0.5)
+
+
+def test_each_defense_preset_opens_with_its_command_and_lists_only_its_changes():
+    from pathlib import Path
+
+    from fedmem.config.compose import schemas
+
+    schema = schemas()["defense"]
+    for preset in sorted((Path(__file__).resolve().parents[1] / "conf" / "defense").glob("*.yaml")):
+        lines = [x for x in preset.read_text().splitlines() if not x.startswith("# @package")]
+        assert lines[0].startswith(f"# fedmem run defense={preset.stem}"), preset
+        d = yaml.safe_load(preset.read_text())
+        own = d.get("defense", d)  # a global preset (dedup) sets defense.* beside data.*
+        assert [k for k, v in own.items() if k not in ("name", "defaults") and schema.get(k) == v] == [], preset
