@@ -20,9 +20,9 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.intervals import mean_t_interval
 from fedmem.audit.training_context import ScoringContext, check_training_forms
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.common.fields import check_fields, option
@@ -48,15 +48,6 @@ def exposure(true_logp: float, candidate_logps: np.ndarray) -> tuple[int, float]
     scoring the same as the true value share its rank, counted in its favour."""
     rank = 1 + int((candidate_logps > true_logp).sum())
     return rank, math.log2(len(candidate_logps)) - math.log2(rank)
-
-
-def t_interval(values: list[float], top: float) -> list[float] | None:
-    """95% t-interval of the mean over the canaries, within the possible [0, ``top``] (None below two canaries)."""
-    if len(values) < 2:
-        return None
-    half = float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values)))
-    mean = float(np.mean(values))
-    return [max(mean - half, 0.0), min(mean + half, top)]
 
 
 @register
@@ -118,9 +109,9 @@ class Exposure(AuditMethod):
         sizes = sorted({r["candidates"] for r in rows})
         top = math.log2(max(sizes, default=1))
         headline = {"exposure": float(np.mean(repeated)) if repeated else None,
-                    "exposure_ci95": t_interval(repeated, top),
+                    "exposure_ci95": mean_t_interval(repeated, 0.0, top),
                     "exposure_single": float(np.mean(single)) if single else None,
-                    "exposure_single_ci95": t_interval(single, top),
+                    "exposure_single_ci95": mean_t_interval(single, 0.0, top),
                     "chance": chance_exposure(sizes[0]) if len(sizes) == 1 else None,
                     "ranked_first": sum(r["rank"] == 1 and r["copies"] >= 2 for r in rows), "repeated": len(repeated)}
         groups = {}

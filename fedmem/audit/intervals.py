@@ -1,4 +1,5 @@
-"""Uncertainty of a rate estimated from a sample, shared by every audit method.
+"""Uncertainty of a rate estimated from a sample, shared by every audit method, and of a mean over a few
+independent values (seeds, canaries).
 
 A rate k / n of sampled items is reported with its binomial standard error and a Wilson score 95% interval. The
 Wilson interval is used rather than ± 1.96 se because audited rates are often 0 or near it, where the normal
@@ -30,3 +31,17 @@ def rate(k: int, n: int) -> dict:
         return {"rate": None, "se": None, "ci95": None}
     p = k / n
     return {"rate": p, "se": math.sqrt(p * (1 - p) / n), "ci95": wilson(k, n)}
+
+
+def mean_t_interval(values, lo: float = -math.inf, hi: float = math.inf) -> list[float] | None:
+    """95% Student-t interval of the mean of ``values`` (independent draws), clipped to what the figure can be,
+    [``lo``, ``hi``]; None below two values."""
+    from scipy import stats
+
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+    return [max(mean - half, lo), min(mean + half, hi)]

@@ -21,14 +21,13 @@ scores as numbers, through fedmem.common.fmt).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import yaml
-from scipy import stats
 
+from fedmem.audit.intervals import mean_t_interval
 from fedmem.common.fields import config_leaves
 from fedmem.common.fmt import figure_text
 from fedmem.common.io import atomic_write_json, atomic_write_text, pyplot, save_figure, to_jsonable
@@ -170,10 +169,7 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
     if n >= 2 and declared is not None and declared.ci is None and np.ptp(values) == 0:
         return {"mean": mean, "lo": None, "hi": None, "n": n, "interval": None}  # computed, not estimated (a budget)
     if n >= 2:
-        half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / math.sqrt(n))
-        lo, hi, kind = mean - half, mean + half, "t95_seeds"
-        if _kind(figure) == "rate":
-            lo, hi = max(lo, 0.0), min(hi, 1.0)
+        (lo, hi), kind = mean_t_interval(list(values), *((0.0, 1.0) if _kind(figure) == "rate" else ())), "t95_seeds"
     else:
         lo, hi = runs[0]["ci95"].get(figure) or (None, None)
         kind = "sampling95" if lo is not None else None
