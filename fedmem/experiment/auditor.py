@@ -28,6 +28,7 @@ from fedmem.reports.console import round_line
 from fedmem.reports.pages import (
     RoundResult,
     headline,
+    train_rows,
     write_round_report,
     write_run_report,
 )
@@ -119,8 +120,7 @@ class Auditor:
     def _defense(self, server_round: int, clipping_norm: float | None, train_log: dict | None) -> dict:
         """What protected the data up to this round: DP's budget spent (epsilon after ``server_round`` rounds) and
         clipping, and what deduplication removed (the data's record of it)."""
-        rows = train_log.values() if isinstance(train_log, dict) else train_log or []  # a re-audit passes rows
-        cfg, norms = self.cfg, [m["update_norm"] for m in rows if "update_norm" in m]
+        cfg, norms = self.cfg, [m["update_norm"] for m in train_rows(train_log or {}) if "update_norm" in m]
         dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, server_round, clipping_norm, norms)
         return {"dp": dp, "dedup": (self.run.ground_truth or {}).get("dedup")}
 
