@@ -48,8 +48,7 @@ def build_strategy(cfg: ExperimentConfig):
     cls = getattr(importlib.import_module(module), name)
     aggregate = lambda records, key: MetricRecord(  # noqa: E731
         aggregate_train_metrics([_metrics(r) for r in records], key))
-    wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy.fraction_train, cfg.strategy.min_train_nodes,
-                                                          cfg.num_clients))
+    wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients))
     if wrapper:
         outer, args = getattr(flwr.serverapp.strategy, wrapper[0]), (cls(**arguments, train_metrics_aggr_fn=aggregate),)
         kwargs = wrapper[1]

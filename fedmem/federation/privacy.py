@@ -69,9 +69,10 @@ class DefenseConfig:
         return self.name != "none"
 
 
-def sampled_clients(fraction_train: float, min_train_nodes: int, num_clients: int) -> int:
-    """How many clients Flower's FedAvg samples each round from ``num_clients`` connected ones (its own rule)."""
-    return max(int(num_clients * fraction_train), min_train_nodes)
+def sampled_clients(strategy, num_clients: int) -> int:
+    """How many clients Flower's FedAvg samples each round from ``num_clients`` connected ones under ``strategy``'s
+    settings (``strategy.*``; Flower's own rule)."""
+    return max(int(num_clients * strategy.fraction_train), strategy.min_train_nodes)
 
 
 def check_defense(defense: DefenseConfig, sampled: int, population: int, rounds: int) -> None:
@@ -128,7 +129,7 @@ def round_privacy(defense: DefenseConfig, strategy, num_clients: int, rounds: in
     used (adaptive clipping moves it) and how many of the clients' updates it clipped."""
     if not defense.active:
         return None
-    sampled = sampled_clients(strategy.fraction_train, strategy.min_train_nodes, num_clients)
+    sampled = sampled_clients(strategy, num_clients)
     out = privacy_budget(defense, rounds, sampled, num_clients)
     if clipping_norm is not None:
         out["clipping_norm"] = clipping_norm
