@@ -62,10 +62,8 @@ def deduplicate(fd: FederatedData, mode: str, threshold: float) -> FederatedData
         return fd
     clients, report = [], []
     for c, split in enumerate(fd.clients):
-        drop = set(exact_duplicates(split.train))
-        if mode == "near":
-            kept = [i for i in range(len(split.train)) if i not in drop]
-            drop |= {kept[j] for j in near_duplicates([split.train[i] for i in kept], threshold)}
+        # an exact duplicate has the same shingles, hence the same sketch: near finds it among the near ones
+        drop = set(exact_duplicates(split.train) if mode == "exact" else near_duplicates(split.train, threshold))
         train = [r for i, r in enumerate(split.train) if i not in drop]
         canaries = sum("canary" in split.train[i].tags for i in drop)
         report.append({"client": c, "before": len(split.train), "removed": len(drop), "canary_copies_removed": canaries})
