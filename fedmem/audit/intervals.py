@@ -36,12 +36,13 @@ def rate(k: int, n: int) -> dict:
 def mean_t_interval(values, lo: float = -math.inf, hi: float = math.inf) -> list[float] | None:
     """95% Student-t interval of the mean of ``values`` (independent draws), clipped to what the figure can be,
     [``lo``, ``hi``]; None below two values."""
+    import numpy as np
     from scipy import stats
 
+    values = np.asarray(values, dtype=float)
     n = len(values)
     if n < 2:
         return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+    mean = float(values.mean())
+    half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / math.sqrt(n))
     return [max(mean - half, lo), min(mean + half, hi)]

@@ -169,7 +169,7 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
     if n >= 2 and declared is not None and declared.ci is None and np.ptp(values) == 0:
         return {"mean": mean, "lo": None, "hi": None, "n": n, "interval": None}  # computed, not estimated (a budget)
     if n >= 2:
-        (lo, hi), kind = mean_t_interval(list(values), *((0.0, 1.0) if _kind(figure) == "rate" else ())), "t95_seeds"
+        (lo, hi), kind = mean_t_interval(values, *((0.0, 1.0) if _kind(figure) == "rate" else ())), "t95_seeds"
     else:
         lo, hi = runs[0]["ci95"].get(figure) or (None, None)
         kind = "sampling95" if lo is not None else None
