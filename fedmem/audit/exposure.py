@@ -65,20 +65,21 @@ class Exposure(AuditMethod):
 
     def __init__(self, cfg: ExposureConfig, run: AuditRun):
         super().__init__(cfg, run)
-        spaces = {k["id"]: k["secret_space"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
-        parts = {k["id"]: k["secret_parts"] for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
+        entries = {k["id"]: k for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
         # each canary once: a canary several clients hold sits in each one's pool, the same text scored the same
-        # way, and counting it per holder would weigh it as several canaries; its secret must sit in the suffix
-        self.canaries: list[tuple[AuditSample, str, list[str]]] = []
+        # way, and counting it per holder would weigh it as several canaries; its secret must sit in the suffix.
+        # Per canary: its sample, the true value's index among the candidates, and the (context, suffix) pairs to
+        # score, built once here since they are the same every round
+        self.canaries: list[tuple[AuditSample, int, list[tuple]]] = []
         self.secret_in_prefix, seen = 0, set()
-        for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in spaces):
+        for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in entries):
             if s.tags["canary"] in seen:
                 continue
             seen.add(s.tags["canary"])
-            space = spaces[s.tags["canary"]]
-            value = parts[s.tags["canary"]][space["part"]]
+            entry = entries[s.tags["canary"]]
+            value, candidates = entry["secret_parts"][entry["secret_space"]["part"]], entry["secret_space"]["candidates"]
             if value in s.suffix_text:
-                self.canaries.append((s, value, list(space["candidates"])))
+                self.canaries.append((s, candidates.index(value), self._pairs(s, value, candidates)))
             else:
                 self.secret_in_prefix += 1
         if cfg.context == "train":
@@ -98,12 +99,12 @@ class Exposure(AuditMethod):
 
     def audit(self, ctx: RoundContext) -> dict:
         rows = []
-        for sample, value, candidates in self.canaries:
-            logps = ctx.logprobs(self._pairs(sample, value, candidates))
-            rank, bits = exposure(float(logps[candidates.index(value)]), logps)
+        for sample, true_index, pairs in self.canaries:
+            logps = ctx.logprobs(pairs)
+            rank, bits = exposure(float(logps[true_index]), logps)
             rows.append({"id": sample.id, "client": sample.client, "canary": sample.tags["canary"],
                          "copies": int(sample.tags.get("copies", 1)), "group": canary_group(sample.tags),
-                         "candidates": len(candidates), "rank": rank, "exposure": bits})
+                         "candidates": len(pairs), "rank": rank, "exposure": bits})
         repeated = [r["exposure"] for r in rows if r["copies"] >= 2]
         single = [r["exposure"] for r in rows if r["copies"] < 2]
         sizes = sorted({r["candidates"] for r in rows})
