@@ -57,9 +57,9 @@ class Exposure(AuditMethod):
     title = "Canary exposure"
     figures = (
         Figure("exposure", "canary exposure (bits)", kind="score", console=True),
-        Figure("exposure_single", "exposure of canaries planted once (bits)", kind="score", memorization=None,
-               sweep=None),
-        Figure("chance", "exposure of an unseen value (bits)", kind="score", ci=None, memorization=None, sweep=None),
+        # its controls, shown wherever it is: an unseen value's expected exposure, and the canaries planted once
+        Figure("chance", "exposure by chance (bits)", kind="score", ci=None, memorization=None, console=True),
+        Figure("exposure_single", "exposure of canaries planted once (bits)", kind="score", memorization=None),
         Figure("ranked_first", "repeated canaries whose secret ranks first", kind="count", of="repeated", sweep=None),
     )
 
