@@ -110,3 +110,17 @@ def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-
         opt.zero_grad(set_to_none=True)
     model.eval()
     return float(loss.item())
+
+
+def sweep_job(root, n: int, config: dict, seed: int, **final: float) -> None:
+    """Job ``n`` of a sweep directory as a finished run leaves it: its config (with ``seed``) and a summary whose
+    curves end at round 3 with ``final`` (``method__figure=value``)."""
+    import json
+
+    import yaml
+
+    d = root / str(n)
+    d.mkdir()
+    (d / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed}))
+    curves = {k.replace("__", "/"): [[0, 0.0], [3, v]] for k, v in final.items()}
+    (d / "summary.json").write_text(json.dumps({"curves": curves}))

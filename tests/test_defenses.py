@@ -18,6 +18,7 @@ from fedmem.federation.privacy import DefenseConfig, check_defense, privacy_budg
 from fedmem.reports.pages import _defense_lines
 from fedmem.reports.sweep import defense_label, write_sweep_report
 from tests.conftest import report_schema_errors
+from tests.helpers import sweep_job
 
 # ---------------------------------------------------------------- the privacy budget
 
@@ -174,14 +175,6 @@ def test_exact_dedup_leaves_one_copy_of_every_planted_canary(compose):
 # ---------------------------------------------------------------- the frontier sweep
 
 
-def _job(root, n: int, config: dict, seed: int, **final: float) -> None:
-    d = root / str(n)
-    d.mkdir()
-    (d / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed}))
-    (d / "summary.json").write_text(json.dumps({"curves": {k.replace("__", "/"): [[0, 0.0], [3, v]]
-                                                           for k, v in final.items()}}))
-
-
 def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path):
     settings = {"none": [], "dp": ["defense=dp", "defense.noise_multiplier=0.01", "defense.clipping_norm=30"],
                 "dedup": ["defense=dedup"]}
@@ -193,7 +186,7 @@ def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path)
                        "mia__loss_auc": 0.6 - 0.05 * k, "exposure__exposure": 3.0 - k}
             if name == "dp":
                 figures["defense__epsilon"] = 66111.8
-            _job(tmp_path, n, config, seed, **figures)
+            sweep_job(tmp_path, n, config, seed, **figures)
             n += 1
     assert defense_label({"defense.name": "dp", "defense.noise_multiplier": 0.01, "defense.clipping_norm": 30.0,
                           "defense.clipping": "adaptive", "data.dedup": "near", "data.dedup_threshold": 0.8}) == \

@@ -22,6 +22,7 @@ from fedmem.config.compose import compose_dict, conf_dir
 from fedmem.config.experiment import from_dict
 from fedmem.reports.sweep import load_sweep, sweep_tables, write_sweep_report
 from tests.conftest import FAST
+from tests.helpers import sweep_job
 
 T_975_1 = 12.706204736174698  # Student's t, 97.5% quantile, 1 degree of freedom (two seeds)
 PRESETS = sorted(p.stem for p in (Path(conf_dir()) / "experiment").glob("*.yaml"))
@@ -214,14 +215,6 @@ def base_config():
     return compose_dict(["experiment=paper_default"])
 
 
-def _job(root: Path, n: int, config: dict, seed: int, **final: float) -> None:
-    d = root / str(n)
-    d.mkdir()
-    (d / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed}))
-    curves = {k.replace("__", "/"): [[0, 0.0], [3, v]] for k, v in final.items()}
-    (d / "summary.json").write_text(json.dumps({"curves": curves}))
-
-
 def _with(config: dict, **changes) -> dict:
     out = json.loads(json.dumps(config))
     for path, value in changes.items():
@@ -239,7 +232,7 @@ def test_model_table_puts_tasks_side_by_side_like_table_13(base_config, tmp_path
         for task in ("qa", "summarization"):
             for seed in (0, 1):
                 cfg = _with(base_config, model__name=model, task__name=task)
-                _job(tmp_path, n, cfg, seed, mr__intra=0.01 * (n + 1), mr__inter=0.0, utility__rouge_l=0.3)
+                sweep_job(tmp_path, n, cfg, seed, mr__intra=0.01 * (n + 1), mr__inter=0.0, utility__rouge_l=0.3)
                 n += 1
     md = write_sweep_report(tmp_path).read_text()
     assert "| Model | n | summarization MR_Intra | summarization MR_Inter | qa MR_Intra | qa MR_Inter |" in md
@@ -254,7 +247,7 @@ def test_cl_vs_fl_and_a_setting_swept_on_its_own(base_config, tmp_path):
     for strategy in ("fedavg", "centralized"):
         for lr in (1e-4, 2e-4):
             cfg = _with(base_config, strategy__name=strategy, train__lr=lr)
-            _job(tmp_path, n, cfg, 0, mr__total=0.02 * (n + 1), mr__verbatim_total=0.0, utility__rouge_l=0.25)
+            sweep_job(tmp_path, n, cfg, 0, mr__total=0.02 * (n + 1), mr__verbatim_total=0.0, utility__rouge_l=0.25)
             n += 1
     tables = sweep_tables(load_sweep(tmp_path))
     assert list(tables) == ["framework", "train.lr"]  # algorithm would repeat the framework table's rows
@@ -269,7 +262,7 @@ def test_cl_vs_fl_and_a_setting_swept_on_its_own(base_config, tmp_path):
 def test_seeds_alone_give_one_row(base_config, tmp_path):
     assert sweep_tables([]) == {}
     for seed in (0, 1, 2):
-        _job(tmp_path, seed, base_config, seed, mr__intra=0.1 * seed)
+        sweep_job(tmp_path, seed, base_config, seed, mr__intra=0.1 * seed)
     md = write_sweep_report(tmp_path).read_text()
     assert "No factor varies" in md and "| dialog | 3 | 10.00% [0.00, 34.84] |" in md
 
