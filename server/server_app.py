@@ -26,6 +26,7 @@ from fedmem.federation.rounds import (
 )
 from fedmem.federation.privacy import flower_wrapper, sampled_clients
 from fedmem.reports.pages import headline
+from server.adaptive_clipping import CORRECTED
 
 
 def _metrics(record) -> dict:
@@ -49,9 +50,9 @@ def build_strategy(cfg: ExperimentConfig):
     aggregate = lambda records, key: MetricRecord(  # noqa: E731
         aggregate_train_metrics([_metrics(r) for r in records], key))
     wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients))
-    if wrapper:
-        outer, args = getattr(flwr.serverapp.strategy, wrapper[0]), (cls(**arguments, train_metrics_aggr_fn=aggregate),)
-        kwargs = wrapper[1]
+    if wrapper:  # Flower's adaptive-clipping wrappers, corrected to Andrew et al.'s rule (server/adaptive_clipping.py)
+        outer = CORRECTED.get(wrapper[0]) or getattr(flwr.serverapp.strategy, wrapper[0])
+        args, kwargs = (cls(**arguments, train_metrics_aggr_fn=aggregate),), wrapper[1]
     else:
         outer, args, kwargs = cls, (), {**arguments, "train_metrics_aggr_fn": aggregate}
 

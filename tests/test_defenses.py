@@ -3,6 +3,7 @@ accountant's), deduplication of each client's training data, and the frontier sw
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ def test_epsilon_matches_the_accountants_published_gaussian_example():
     exactly (1, 1e-6)-DP. fedmem's mechanism over all clients (no sampling) has sensitivity 2C under replace-one, so
     Flower's multiplier z = 2 * 4.530877117 is that mechanism."""
     dp = DefenseConfig(name="dp", noise_multiplier=2 * 4.530877117, delta=1e-6)
-    assert privacy_budget(dp, rounds=1, sampled=5, population=5)["epsilon"] == pytest.approx(1.0, abs=1e-5)
+    assert privacy_budget(dp, [5], sampled=5, population=5)["epsilon"] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_epsilon_composes_over_rounds_and_sampling_never_costs_more():
@@ -39,15 +40,68 @@ def test_epsilon_composes_over_rounds_and_sampling_never_costs_more():
     # T rounds without sampling are one Gaussian of multiplier (z/2)/sqrt(T): RDP composes additively
     accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     accountant.compose(dp_accounting.GaussianDpEvent(0.65 / math.sqrt(7)))
-    assert privacy_budget(dp, 7, 4, 4)["epsilon"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-6)
-    eps = [privacy_budget(dp, t, 4, 4)["epsilon"] for t in range(0, 5)]
+    assert privacy_budget(dp, [4] * 7, 4, 4)["epsilon"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-6)
+    eps = [privacy_budget(dp, [4] * t, 4, 4)["epsilon"] for t in range(0, 5)]
     assert eps[0] == 0 and all(a < b for a, b in zip(eps, eps[1:]))
     for noise in (0.05, 1.0, 4.0):  # sampling 10 of 100 clients: amplified where the bound allows, never worse
         d = DefenseConfig(name="dp", noise_multiplier=noise)
-        sampled, full = privacy_budget(d, 10, 10, 100), privacy_budget(d, 10, 100, 100)
+        sampled, full = privacy_budget(d, [10] * 10, 10, 100), privacy_budget(d, [100] * 10, 100, 100)
         assert sampled["epsilon"] <= full["epsilon"] and sampled["sampling_rate"] == 0.1
-    assert privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), 10, 10, 100)["epsilon"] < \
-        0.5 * privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), 10, 100, 100)["epsilon"]
+    assert privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), [10] * 10, 10, 100)["epsilon"] < \
+        0.5 * privacy_budget(DefenseConfig(name="dp", noise_multiplier=4.0), [100] * 10, 100, 100)["epsilon"]
+
+
+def test_flowers_own_accountant_prints_the_same_run_a_smaller_epsilon():
+    """Side by side with Flower 1.42's ``RdpAccountant`` (fixed-size sampling without replacement, which it pairs
+    with the replace-one relation): Flower composes ``GaussianDpEvent(z)``, as if replacing one client moved the sum
+    of clipped updates by C; it moves it by up to 2C, so fedmem composes z/2 (docs/spec.md §9). Given z/2, Flower's
+    accountant prints exactly fedmem's figure; given the run's own z it prints a smaller one."""
+    from flwr.supercore.privacy_accounting import (
+        GaussianPrivacyEvent,
+        NeighboringRelation,
+        PrivacyConfig,
+        SamplingMethod,
+    )
+    from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
+
+    def flower(z: float, rounds: int, sampled: int, population: int) -> float:
+        accountant = RdpAccountant(PrivacyConfig(1e-5, population, NeighboringRelation.REPLACE_ONE,
+                                                 SamplingMethod.WITHOUT_REPLACEMENT))
+        accountant.compose(GaussianPrivacyEvent(z, sampled, population), rounds)
+        return accountant.get_epsilon(1e-5)
+
+    for z, rounds, sampled, population in ((4.0, 10, 10, 100), (8.0, 3, 3, 3), (2.0, 50, 20, 1000)):
+        ours = privacy_budget(DefenseConfig(name="dp", noise_multiplier=z), [sampled] * rounds, sampled, population)
+        assert ours["epsilon"] == pytest.approx(flower(z / 2, rounds, sampled, population), rel=1e-9)
+        assert flower(z, rounds, sampled, population) < 0.6 * ours["epsilon"]
+
+
+def test_a_round_that_averages_fewer_replies_is_accounted_as_averaged():
+    """Flower's noise is calibrated to the m sampled clients: a round that averages m' < m replies has z m'/m noise
+    on its sum, and is composed so (here against dp-accounting directly)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    dp = DefenseConfig(name="dp", noise_multiplier=2.0, delta=1e-5)
+    full, short = privacy_budget(dp, [4, 4, 4], 4, 4), privacy_budget(dp, [4, 2, 4], 4, 4)
+    accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_accounting.GaussianDpEvent(2.0 / 2), 2)
+    accountant.compose(dp_accounting.GaussianDpEvent(2.0 * 2 / 4 / 2))
+    assert short["epsilon"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
+    assert short["epsilon"] > full["epsilon"]
+    assert short["averaged"] == [4, 2, 4]
+    adaptive = DefenseConfig(name="dp", clipping="adaptive", noise_multiplier=0.5, clipped_count_stddev=1.0)
+    assert privacy_budget(adaptive, [4], 4, 4)["epsilon"] == pytest.approx(
+        privacy_budget(DefenseConfig(name="dp", noise_multiplier=0.5), [4], 4, 4)["epsilon"])  # z in all, at m
+    assert privacy_budget(adaptive, [3], 4, 4)["epsilon"] > privacy_budget(adaptive, [4], 4, 4)["epsilon"]
+
+
+@pytest.mark.parametrize("strategy", ["fedavgm", "fedadam", "fedyogi"])
+def test_dp_around_a_server_optimizer_is_refused(compose, strategy):
+    with pytest.raises(ValueError, match=f"defense=dp with strategy={strategy}: its server optimizer builds its state "
+                                         "from the clients' un-noised average"):
+        from_dict(compose(f"strategy={strategy}", "defense=dp"))
+    from_dict(compose("strategy=fedprox", "defense=dp"))  # FedAvg's aggregation: the wrapper's noise covers it
 
 
 def test_a_budget_that_cannot_be_computed_is_refused_in_one_line(compose):
@@ -97,7 +151,7 @@ def test_the_server_adds_noise_of_the_configured_scale(dp_runs):
     report = json.loads((dp_runs["noise"] / "round_1" / "report.json").read_text())
     assert not report_schema_errors(report)
     dp = report["defense"]["dp"]
-    assert dp["epsilon"] == pytest.approx(privacy_budget(DefenseConfig(name="dp", noise_multiplier=1.0), 1, 2, 2)
+    assert dp["epsilon"] == pytest.approx(privacy_budget(DefenseConfig(name="dp", noise_multiplier=1.0), [2], 2, 2)
                                           ["epsilon"]) and dp["sampled"] == dp["population"] == 2
     assert [m["update_norm"] for m in report["train"]] == dp["update_norms"] and dp["clipped"] == 2
     assert all(m["clients"] == 1 for m in report["train"])  # equal weights, as the noise's calibration assumes
@@ -111,6 +165,35 @@ def test_client_side_clipping_bounds_what_the_clients_send(dp_runs):
     # ... and the average of what they sent is within it (the noise adds about 1e-4 * 0.05 / 2 per weight)
     assert float(_delta(run).norm()) <= 0.05 * 1.01
     assert report["defense"]["dp"]["clipping"] == "adaptive" and report["defense"]["dp"]["side"] == "client"
+
+
+def test_a_dp_round_that_lost_a_client_is_accounted_with_the_replies_it_averaged(compose):
+    """Through the real Flower simulation: 2 clients sampled, client 1 fails in round 1, strategy.min_trained_clients=1
+    lets the round count with client 0's update alone; the budget composes that round at z * 1/2."""
+    from flwr.simulation import run_simulation
+
+    from clients.client_app import make_client_app
+    from fedmem.config.experiment import write_config
+    from fedmem.experiment.runtime import client_round
+    from server.server_app import make_server_app
+
+    cfg = from_dict(compose("defense=dp", "defense.noise_multiplier=2.0", "strategy.min_trained_clients=1"))
+    Path(cfg.run_dir).mkdir(parents=True)
+    write_config(cfg, Path(cfg.run_dir) / "config.yaml")
+
+    def failing_round(cfg, client, *args, **kwargs):
+        if client == 1:
+            raise RuntimeError("client 1 lost its connection")
+        return client_round(cfg, client, *args, **kwargs)
+
+    run_simulation(server_app=make_server_app(cfg),
+                   client_app=make_client_app(str(Path(cfg.run_dir) / "config.yaml"), failing_round),
+                   num_supernodes=2, backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0}})
+    report = json.loads((Path(cfg.run_dir) / "round_1" / "report.json").read_text())
+    dp = report["defense"]["dp"]
+    assert report["participation"]["trained"] == [0] and dp["averaged"] == [1] and dp["sampled"] == 2
+    assert dp["epsilon"] == pytest.approx(privacy_budget(cfg.defense, [1], 2, 2)["epsilon"])
+    assert dp["epsilon"] > privacy_budget(cfg.defense, [2], 2, 2)["epsilon"]
 
 
 def test_the_budget_is_on_the_console_line_the_page_and_the_summary(dp_runs):

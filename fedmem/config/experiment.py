@@ -201,7 +201,7 @@ def validate(cfg: ExperimentConfig) -> None:
             raise ValueError("defense=dp clips and noises the clients' updates in federated rounds; the centralized "
                              "baseline has none (strategy=centralized takes defense=none)")
         check_defense(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients), cfg.num_clients,
-                      cfg.strategy.num_rounds)
+                      cfg.strategy.num_rounds, cfg.strategy)
     if cfg.model.offline and not cfg.data.has_public_corpus:
         raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
                          "data.public_share=0 with no data.public gives none: set one of them")

@@ -23,7 +23,7 @@ from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.common.progress import progress_bar
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
-from fedmem.federation.privacy import round_privacy
+from fedmem.federation.privacy import round_privacy, sampled_clients
 from fedmem.reports.console import round_line
 from fedmem.reports.pages import (
     RoundResult,
@@ -51,6 +51,11 @@ def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
     return run, configs
 
 
+def averaged_replies(participation: dict | None) -> int | None:
+    """How many clients' updates a round averaged (its trained clients); None where the round does not say."""
+    return len(participation["trained"]) if participation and "trained" in participation else None
+
+
 def size_setting(name: str, cfg) -> str:
     """``audit.<method>.<key>=<value>`` of the method's first size key (``AuditMethod.size_keys``), for errors."""
     keys = AUDIT_METHODS[name].size_keys
@@ -74,6 +79,9 @@ class Auditor:
         self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []
+        # round -> who took part in it, every round of the run so far (a re-audit of some rounds knows them all):
+        # DP's budget accounts each round with the replies it averaged
+        self.participation: dict[int, dict] = {}
         self._t0 = time.perf_counter()
         self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
 
@@ -81,6 +89,11 @@ class Auditor:
         """Continue a run: the round reports already written (in round order) become this auditor's history, so the
         run report covers every round."""
         self.history = list(reports)
+        self.know_rounds(reports)
+
+    def know_rounds(self, reports: list[dict]) -> None:
+        """Who took part in each round of ``reports`` (a run's round reports), for the privacy budget."""
+        self.participation.update({r["round"]: r.get("participation") or {} for r in reports})
 
     def initial_adapter(self) -> dict:
         return adapter_state(self.model)
@@ -108,7 +121,7 @@ class Auditor:
             round=server_round, label=self.label, sections=sections, timings=timings,
             elapsed=time.perf_counter() - self._t0, source=self.source, train_log=train_log or {},
             participation=participation or {}, truth=truth,
-            defense=self._defense(server_round, clipping_norm, train_log),
+            defense=self._defense(server_round, clipping_norm, train_log, participation),
             agreement=agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {},
         )
         report = write_round_report(out, self.cfg, result, self.methods, self.run)
@@ -117,11 +130,16 @@ class Auditor:
         self._last_end = time.perf_counter()
         return headline(report)
 
-    def _defense(self, server_round: int, clipping_norm: float | None, train_log: dict | None) -> dict:
-        """What protected the data up to this round: DP's budget spent (epsilon after ``server_round`` rounds) and
-        clipping, and what deduplication removed (the data's record of it)."""
+    def _defense(self, server_round: int, clipping_norm: float | None, train_log: dict | None,
+                 participation: dict | None) -> dict:
+        """What protected the data up to this round: DP's budget spent (epsilon after ``server_round`` rounds, each
+        accounted with the replies it really averaged) and clipping, and what deduplication removed (the data's
+        record of it)."""
         cfg, norms = self.cfg, [m["update_norm"] for m in train_rows(train_log or {}) if "update_norm" in m]
-        dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, server_round, clipping_norm, norms)
+        self.participation[server_round] = participation or {}
+        averaged = [averaged_replies(self.participation.get(r)) for r in range(1, server_round + 1)]
+        averaged = [m if m is not None else sampled_clients(cfg.strategy, cfg.num_clients) for m in averaged]
+        dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, averaged, clipping_norm, norms)
         return {"dp": dp, "dedup": (self.run.ground_truth or {}).get("dedup")}
 
     def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:

@@ -66,7 +66,7 @@ def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
     status = run / STATUS
     if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
         raise ValueError(f"resume={run_dir}: the run already finished")
-    if strategy_named(cfg.strategy.name).keeps_server_state:
+    if strategy_named(cfg.strategy.name).server_optimizer:
         raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
                          f"not save; fedavg, fedprox and centralized runs can be resumed")
     last = completed_round(run)

@@ -116,11 +116,14 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
     atomic_write_json(out / "audit.json", source)
+    saved = {int(p.parent.name.removeprefix("round_")): json.loads(p.read_text())
+             for p in run.glob("round_*/report.json")}
+    auditor.know_rounds(list(saved.values()))  # every round's participation, for DP's budget
     for r in rounds:
         state = saved_adapter(run, r)
-        trained = run / f"round_{r}" / "report.json"
-        train_log = json.loads(trained.read_text()).get("train", {}) if trained.is_file() else {}
-        auditor.evaluate(r, state, train_log)
+        report = saved.get(r, {})
+        dp = (report.get("defense") or {}).get("dp") or {}
+        auditor.evaluate(r, state, report.get("train", {}), report.get("participation"), dp.get("clipping_norm"))
     auditor.finish()
     return out
 

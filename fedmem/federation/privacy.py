@@ -13,6 +13,12 @@ released global adapters, for a fixed population of N clients of which Flower sa
 replacement each round. Replacing one client's data moves the sum of clipped updates by at most 2C, so the noise
 is z/2 sensitivities; each round is a ``SampledWithoutReplacementDpEvent(N, m, Gaussian(z/2))``, and the figure is
 the smaller of that bound and the bound without sampling (the subsampled bound is loose for small z).
+
+Where the proof holds (SPEC §9): the noise Flower adds is calibrated to the m sampled clients, so a round that
+averages m' < m replies (failed clients under ``strategy.min_trained_clients``) carries z·m'/m noise on its sum and
+is accounted so; a server optimizer (FedAvgM, FedAdam, FedYogi) builds its state from un-noised averages, which the
+wrapper's noise does not cover, and is refused; adaptive clipping follows Andrew et al. (the corrected wrappers in
+``server/adaptive_clipping.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fedmem.common.fields import check_fields, option
+from fedmem.federation.strategies import strategy_named
 
 ACCOUNTANT = "RDP (dp-accounting), client-level, replace-one, fixed-size sampling without replacement"
 
@@ -42,7 +49,9 @@ class DefenseConfig:
         "server", "where updates are clipped: server (the server clips what it received) or client (each client "
         "clips before sending, Flower's clipping mod; the server never sees an unclipped update)")
     delta: float = option(1e-5, "the delta at which epsilon is reported (below 1/number of clients)")
-    target_clipped_quantile: float = option(0.5, "adaptive: the quantile of update norms the clipping norm tracks")
+    target_clipped_quantile: float = option(
+        0.5, "adaptive: gamma, the quantile of the update norms the clipping norm tracks, i.e. the share of updates "
+        "meant to stay unclipped (Andrew et al.)")
     clip_norm_lr: float = option(0.2, "adaptive: the clipping norm's geometric learning rate")
     clipped_count_stddev: float | None = option(
         None, "adaptive: noise on the count of clipped updates (None: Flower's default, sampled clients / 20); it "
@@ -75,10 +84,15 @@ def sampled_clients(strategy, num_clients: int) -> int:
     return max(int(num_clients * strategy.fraction_train), strategy.min_train_nodes)
 
 
-def check_defense(defense: DefenseConfig, sampled: int, population: int, rounds: int) -> None:
-    """Refuse, in one line, a DP setting whose budget cannot be computed: before the run, not after it."""
+def check_defense(defense: DefenseConfig, sampled: int, population: int, rounds: int, strategy=None) -> None:
+    """Refuse, in one line, a DP setting whose budget cannot be computed or would not hold: before the run, not after
+    it. ``strategy``: the run's strategy settings (a server optimizer is refused)."""
     if not defense.active:
         return
+    if strategy is not None and strategy_named(strategy.name).server_optimizer:
+        raise ValueError(f"defense=dp with strategy={strategy.name}: its server optimizer builds its state from the "
+                         "clients' un-noised average, which Flower's DP wrapper noises only after the optimizer, so no "
+                         "privacy budget holds for what is released; use strategy=fedavg or fedprox")
     if defense.clipping == "adaptive":
         stddev = count_stddev(defense, sampled)
         if defense.noise_multiplier >= 2 * stddev:
@@ -90,7 +104,7 @@ def check_defense(defense: DefenseConfig, sampled: int, population: int, rounds:
     if defense.delta >= 1 / population:
         raise ValueError(f"defense.delta={defense.delta:g} is not below 1/{population} clients: a budget at this "
                          f"delta protects no one (it allows one client's data to leak outright)")
-    final = privacy_budget(defense, rounds, sampled, population)
+    final = privacy_budget(defense, [sampled] * rounds, sampled, population)
     if rounds and final["epsilon"] == float("inf"):
         raise ValueError(f"defense.noise_multiplier={defense.noise_multiplier}: the accountant finds no finite "
                          f"epsilon at delta={defense.delta:g} after {rounds} rounds")
@@ -101,36 +115,63 @@ def count_stddev(defense: DefenseConfig, sampled: int) -> float:
     return defense.clipped_count_stddev if defense.clipped_count_stddev is not None else sampled / 20
 
 
-def privacy_budget(defense: DefenseConfig, rounds: int, sampled: int, population: int) -> dict:
-    """Epsilon at ``defense.delta`` after ``rounds`` released rounds of ``sampled`` of ``population`` clients, with
-    the settings that decide it (the report's ``defense.dp``)."""
+def update_multiplier(defense: DefenseConfig, sampled: int) -> float:
+    """The noise multiplier on the clipped updates: z, or under adaptive clipping the larger one that leaves room
+    for the count's noise so that the round as a whole is a Gaussian of multiplier z (Andrew et al.; Flower's
+    ``compute_adaptive_noise_params``)."""
+    z = defense.noise_multiplier
+    if defense.clipping != "adaptive":
+        return z
+    return (z ** -2 - (2 * count_stddev(defense, sampled)) ** -2) ** -0.5
+
+
+def effective_multiplier(defense: DefenseConfig, sampled: int, averaged: int) -> float:
+    """The round's noise multiplier on the sum of the updates it averaged: the noise is calibrated to ``sampled``
+    clients, so averaging ``averaged`` < ``sampled`` replies scales the updates' share by averaged / sampled;
+    adaptive clipping's count noise is unchanged."""
+    z_updates = update_multiplier(defense, sampled) * averaged / sampled
+    if defense.clipping != "adaptive":
+        return z_updates
+    return (z_updates ** -2 + (2 * count_stddev(defense, sampled)) ** -2) ** -0.5
+
+
+def privacy_budget(defense: DefenseConfig, averaged: list[int], sampled: int, population: int) -> dict:
+    """Epsilon at ``defense.delta`` after the released rounds, round t having averaged ``averaged[t]`` of the
+    ``sampled`` clients drawn from ``population``, with the settings that decide it (the report's ``defense.dp``)."""
     import dp_accounting
     from dp_accounting.rdp import rdp_privacy_accountant
 
     replace_one = dp_accounting.NeighboringRelation.REPLACE_ONE
-    gaussian = dp_accounting.GaussianDpEvent(defense.noise_multiplier / 2)  # sensitivity 2C under replace-one
+    rounds: dict[float, int] = {}  # effective multiplier -> rounds that had it
+    for m in averaged:
+        z = effective_multiplier(defense, sampled, m)
+        rounds[z] = rounds.get(z, 0) + 1
 
-    def epsilon(event) -> float:
+    def epsilon(sampling: bool) -> float:
         accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=replace_one)
-        accountant.compose(event, rounds)
+        for z, count in rounds.items():
+            gaussian = dp_accounting.GaussianDpEvent(z / 2)  # sensitivity 2C under replace-one
+            event = dp_accounting.SampledWithoutReplacementDpEvent(population, sampled, gaussian) if sampling \
+                else gaussian
+            accountant.compose(event, count)
         return float(accountant.get_epsilon(defense.delta))
 
-    sampled_event = dp_accounting.SampledWithoutReplacementDpEvent(population, sampled, gaussian)
-    eps = 0.0 if rounds == 0 else min(epsilon(sampled_event), epsilon(gaussian))
-    return {"epsilon": eps, "delta": defense.delta, "rounds": rounds, "noise_multiplier": defense.noise_multiplier,
+    eps = 0.0 if not averaged else min(epsilon(True), epsilon(False))
+    return {"epsilon": eps, "delta": defense.delta, "rounds": len(averaged), "noise_multiplier": defense.noise_multiplier,
             "clipping": defense.clipping, "clipping_norm": defense.clipping_norm, "side": defense.side,
             "sampled": sampled, "population": population, "sampling_rate": sampled / population,
-            "accountant": ACCOUNTANT}
+            "averaged": list(averaged), "accountant": ACCOUNTANT}
 
 
-def round_privacy(defense: DefenseConfig, strategy, num_clients: int, rounds: int, clipping_norm: float | None = None,
-                  update_norms: list[float] = ()) -> dict | None:
-    """The report's ``defense.dp`` after ``rounds`` rounds (None without DP): the budget, the clipping norm this round
-    used (adaptive clipping moves it) and how many of the clients' updates it clipped."""
+def round_privacy(defense: DefenseConfig, strategy, num_clients: int, averaged: list[int],
+                  clipping_norm: float | None = None, update_norms: list[float] = ()) -> dict | None:
+    """The report's ``defense.dp`` after the rounds so far (``averaged``: how many replies each averaged; None
+    without DP): the budget, the clipping norm this round used (adaptive clipping moves it) and how many of the
+    clients' updates it clipped."""
     if not defense.active:
         return None
     sampled = sampled_clients(strategy, num_clients)
-    out = privacy_budget(defense, rounds, sampled, num_clients)
+    out = privacy_budget(defense, averaged, sampled, num_clients)
     if clipping_norm is not None:
         out["clipping_norm"] = clipping_norm
     if update_norms:

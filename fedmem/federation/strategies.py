@@ -76,14 +76,16 @@ class Strategy:
     baseline). ``Config``: its settings (``StrategyConfig`` or a subclass with its own). ``arguments``: the Flower
     class's keyword arguments from its config. ``local_term``: what it adds to a client's local loss, from its config
     and the train config the server sent the client (None: nothing, a server-only strategy).
-    ``keeps_server_state``: a server optimizer whose state a run does not save, so the run cannot resume."""
+    ``server_optimizer``: the server runs an optimizer with state of its own (momentum, second moments) over the
+    clients' average: a run does not save that state, so it cannot resume, and DP's noise, which Flower's wrappers
+    add after the wrapped strategy, would not cover it (``defense=dp`` refuses it)."""
 
     name: str
     flower_class: str | None
     Config: type = StrategyConfig
     arguments: Callable[[Any], dict] = field(default=lambda s: {})
     local_term: Callable[[Any, dict], LocalTerm | None] = field(default=lambda s, sent: None)
-    keeps_server_state: bool = False
+    server_optimizer: bool = False
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -108,8 +110,8 @@ register_strategy(Strategy(CENTRALIZED, None))
 register_strategy(Strategy("fedavg", "FedAvg"))
 register_strategy(Strategy("fedavgm", "FedAvgM", ServerMomentumConfig,
                            lambda s: {"server_learning_rate": 1.0, "server_momentum": s.server_momentum},
-                           keeps_server_state=True))
+                           server_optimizer=True))
 register_strategy(Strategy("fedadam", "FedAdam", ServerLearningRateConfig, lambda s: {"eta": s.server_lr},
-                           keeps_server_state=True))
+                           server_optimizer=True))
 register_strategy(Strategy("fedyogi", "FedYogi", ServerLearningRateConfig, lambda s: {"eta": s.server_lr},
-                           keeps_server_state=True))
+                           server_optimizer=True))
