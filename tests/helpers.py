@@ -112,9 +112,10 @@ def memorize(model, samples: list[AuditSample], steps: int = 60, lr: float = 3e-
     return float(loss.item())
 
 
-def sweep_job(root, n: int, config: dict, seed: int, **final: float) -> None:
+def sweep_job(root, n: int, config: dict, seed: int, ci95: dict | None = None, **final: float) -> None:
     """Job ``n`` of a sweep directory as a finished run leaves it: its config (with ``seed``) and a summary whose
-    curves end at round 3 with ``final`` (``method__figure=value``)."""
+    curves end at round 3 with ``final`` (``method__figure=value``), and the final round's intervals ``ci95``
+    (``{"method/figure": [lo, hi]}``)."""
     import json
 
     import yaml
@@ -123,4 +124,5 @@ def sweep_job(root, n: int, config: dict, seed: int, **final: float) -> None:
     d.mkdir()
     (d / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed}))
     curves = {k.replace("__", "/"): [[0, 0.0], [3, v]] for k, v in final.items()}
-    (d / "summary.json").write_text(json.dumps({"curves": curves}))
+    bands = {k: [[3, lo, hi]] for k, (lo, hi) in (ci95 or {}).items()}
+    (d / "summary.json").write_text(json.dumps({"curves": curves, "ci95": bands}))

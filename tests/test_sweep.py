@@ -127,7 +127,8 @@ def test_a_real_2x2_sweep_gives_one_row_per_point_in_the_papers_order(audited):
                                                                   ("greedy", 12)]
     # the paper's columns, then fedmem's own: the control's excess
     assert list(decoding["columns"]) == ["mr/intra", "mr/inter", "mr/intra_minus_inter", "mr/excess_intra",
-                                         "mr/excess_inter", "mr/distinctive_excess_intra",
+                                         "mr/excess_inter", "mr/excess_own_intra", "mr/excess_other_intra",
+                                         "mr/excess_other_inter", "mr/distinctive_excess_intra",
                                          "mr/distinctive_excess_inter"]
     for row in decoding["rows"]:
         (job,) = row["runs"]
@@ -192,8 +193,8 @@ def test_the_2x2_sweep_over_two_seeds_gives_means_with_t_intervals(audited, tmp_
     cell = {tuple(r["key"].values()): r["figures"] for r in rows}
     assert cell[(12, "greedy")]["mr/intra"] == pytest.approx(  # mean 0.15, half-width t * sd / sqrt(2), clipped at 0
         {"mean": 0.15, "lo": 0.0, "hi": 0.15 + T_975_1 * 0.05, "n": 2, "interval": "t95_seeds"})
-    assert cell[(9, "top_k")]["mr/intra"] == pytest.approx(
-        {"mean": 0.05, "lo": 0.05, "hi": 0.05, "n": 2, "interval": "t95_seeds"})  # equal seeds: no spread
+    equal = cell[(9, "top_k")]["mr/intra"]  # equal seeds: no spread, so the widest of the runs' own intervals
+    assert equal["mean"] == pytest.approx(0.05) and equal["interval"] == "widest_run95" and equal["hi"] > equal["lo"]
     assert cell[(12, "top_k")]["mr/intra_minus_inter"] == pytest.approx(  # a difference: not clipped at 0
         {"mean": 0.01, "lo": 0.01 - T_975_1 * 0.03, "hi": 0.01 + T_975_1 * 0.03, "n": 2, "interval": "t95_seeds"})
     assert cell[(9, "greedy")]["mr/intra"] == pytest.approx(  # one seed left: that run's own interval
@@ -203,7 +204,10 @@ def test_the_2x2_sweep_over_two_seeds_gives_means_with_t_intervals(audited, tmp_
     assert "1 job(s) have no summary.json" in md
     assert "| 12 | greedy | 2 | 15.00% [0.00, 78.53] |" in md
     assert "| 9 | greedy | 1 | 30.00% [25.00, 36.00] | 0.00% |" in md
-    assert "| 12 | top_k | 2 | 1.00% [0.00, 13.71] | 0.00% [0.00, 0.00] | +1.00 pts [-37.12, +39.12] |" in md
+    (row,) = [line for line in md.splitlines() if line.startswith("| 12 | top_k | 2 | 1.00% [0.00, 13.71] |")]
+    inter = row.split(" | ")[4]  # both seeds 0: the widest run interval, not a point
+    assert inter.startswith("0.00% [0.00, ") and inter != "0.00% [0.00, 0.00]"
+    assert "| +1.00 pts [-37.12, +39.12] |" in row
     assert sweep_tables(load_sweep(tmp_path)) == tables["tables"]
 
 
@@ -265,6 +269,20 @@ def test_seeds_alone_give_one_row(base_config, tmp_path):
         sweep_job(tmp_path, seed, base_config, seed, mr__intra=0.1 * seed)
     md = write_sweep_report(tmp_path).read_text()
     assert "No factor varies" in md and "| dialog | 3 | 10.00% [0.00, 34.84] |" in md
+
+
+def test_seeds_that_all_give_the_same_value_show_the_widest_run_interval_not_a_point(base_config, tmp_path):
+    """Three seeds at exactly 0 excess: a t-interval over them would be [0, 0], which a reader takes for certainty;
+    the cell shows the widest of the runs' own intervals instead, and says so."""
+    own = [[-0.004, 0.004], [-0.009, 0.007], [-0.005, 0.006]]
+    for seed in (0, 1, 2):
+        sweep_job(tmp_path, seed, base_config, seed, ci95={"mr/excess_intra": own[seed]}, mr__excess_intra=0.0,
+                  mr__intra=0.1 * seed)
+    (row,) = sweep_tables(load_sweep(tmp_path))["task"]["rows"]
+    assert row["figures"]["mr/excess_intra"] == {"mean": 0.0, "lo": -0.009, "hi": 0.007, "n": 3,
+                                                  "interval": "widest_run95"}
+    assert row["figures"]["mr/intra"]["interval"] == "t95_seeds"  # seeds that differ: the t-interval
+    assert "widest of the runs' own sampling intervals" in write_sweep_report(tmp_path).read_text()
 
 
 def test_the_papers_sizes_calibrate_pearl_on_at_least_100_non_members():

@@ -7,7 +7,8 @@ are replicates, never a factor. Every factor gets a table of each run's final-ro
 factor's values within every combination of the other varied factors (task and model outermost, as in the
 paper), so a row never pools runs that differ in anything but the seed. A cell is
 
-- with n >= 2 runs (seeds): their mean and a 95% t-interval over the seeds (``t95_seeds``),
+- with n >= 2 runs (seeds): their mean and a 95% t-interval over the seeds (``t95_seeds``); where every seed gave
+  the same value, whose t-interval would have zero width, the widest of the runs' own intervals (``widest_run95``),
 - with one run: its value and that run's own 95% sampling interval from ``summary.json``'s ``ci95``
   (``sampling95``; none where the run has none).
 
@@ -67,12 +68,15 @@ NESTING = ("task", "model", "framework", "algorithm", "rounds", "decoding", "pre
 WIDE = {"model": "task"}  # Table 13 puts the tasks side by side
 IGNORED = {"seed", "run_dir", "cache_dir"}  # never a factor
 INTERVALS = {"t95_seeds": "mean over n >= 2 seeds with a 95% t-interval over the seeds",
+             "widest_run95": "n >= 2 seeds that all gave the same value (a t-interval would have zero width): the widest "
+                             "of the runs' own 95% sampling intervals",
              "sampling95": "one run: its own 95% sampling interval over the audited samples (summary.json ci95)"}
 
 LEGEND = ("Each run's final round. Rates in percent, differences in percentage points, 95% intervals in brackets. "
           "n is the number of runs (seeds) in a row: with n ≥ 2 a cell is their mean with a t-interval over the "
-          "seeds; with n = 1 it is that run's value with its own sampling interval over the audited samples (none "
-          "where the run reports none).")
+          "seeds, or, where every seed gave the same value, the widest of the runs' own sampling intervals (a "
+          "t-interval would have zero width); with n = 1 it is that run's value with its own sampling interval over "
+          "the audited samples (none where the run reports none).")
 
 
 def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
@@ -168,6 +172,10 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
     declared = report_figures().get(figure)
     if n >= 2 and declared is not None and declared.ci is None and np.ptp(values) == 0:
         return {"mean": mean, "lo": None, "hi": None, "n": n, "interval": None}  # computed, not estimated (a budget)
+    if n >= 2 and np.ptp(values) == 0:  # a t-interval of zero width would read as certainty
+        own = [j["ci95"][figure] for j in runs if j["ci95"].get(figure)]
+        lo, hi = max(own, key=lambda ci: ci[1] - ci[0]) if own else (None, None)
+        return {"mean": mean, "lo": lo, "hi": hi, "n": n, "interval": "widest_run95" if own else None}
     if n >= 2:
         (lo, hi), kind = mean_t_interval(values, *((0.0, 1.0) if _kind(figure) == "rate" else ())), "t95_seeds"
     else:
