@@ -234,6 +234,30 @@ def test_exact_and_near_duplicates_on_a_toy_set():
         from_dict({"data": {"dedup": "near", "dedup_threshold": 0.99}})
 
 
+def test_near_dedup_decides_by_the_estimate_at_and_just_below_its_threshold():
+    """A pair is a near duplicate exactly when its MinHash estimate reaches the threshold: locality-sensitive hashing
+    only proposes candidates, so pairs whose estimate lies at or just above the threshold are all caught (banding
+    tuned to the threshold itself catches a pair at Jaccard 0.8 about 40% of the time) and pairs just below are all
+    kept."""
+    from fedmem.data.dedup import sketch
+
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(5000)]
+    caught = kept = 0
+    for _ in range(150):
+        words = list(rng.choice(vocab, size=120))
+        changed = list(words)
+        for i in rng.choice(120, size=int(rng.integers(1, 5)), replace=False):  # a few words changed: J near 0.8
+            changed[i] = "x" + changed[i]
+        a, b = " ".join(words), " ".join(changed)
+        estimate = sketch(a).jaccard(sketch(b))
+        found = near_duplicates([_record(0, a), _record(1, b)], threshold=0.8) == [1]
+        assert found == (estimate >= 0.8), estimate
+        caught += found and estimate < 0.85
+        kept += not found and estimate > 0.72
+    assert caught >= 10 and kept >= 10  # both sides of the threshold were tried, close to it
+
+
 def test_exact_dedup_leaves_one_copy_of_every_planted_canary(compose):
     from fedmem.data import load_federated
 

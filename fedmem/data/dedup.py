@@ -3,8 +3,10 @@ text, which is what a model memorizes first.
 
 Within each client separately (a client cannot see another's data): ``exact`` keeps the first record of each
 memorization text (whitespace and case aside); ``near`` also drops a record whose word-shingle set has an
-estimated Jaccard similarity of at least ``data.dedup_threshold`` with a record already kept (MinHash with
-locality-sensitive hashing, ``datasketch``). Held-out records stay as they are: they are the audits' control.
+estimated Jaccard similarity of at least ``data.dedup_threshold`` with a record already kept (MinHash sketches,
+``datasketch``; locality-sensitive hashing only proposes the candidates, each kept by its estimate). Held-out records
+stay as they are: they are the audits' control, and the audit drops from it whatever is training text
+(:class:`TrainedText`).
 What was removed is written into the data's ground truth (``dedup``), per client, canary copies counted apart.
 """
 
@@ -39,20 +41,73 @@ def exact_duplicates(records: list[Record]) -> list[int]:
     return out
 
 
+def lsh_bands(threshold: float, miss: float = 1e-6) -> tuple[int, int]:
+    """(bands, rows per band) of the MinHash LSH index: the most rows per band at which two sketches agreeing on a
+    ``threshold`` share of their values still share a whole band with probability at least 1 - ``miss``. The index
+    only proposes candidates; each is kept by its estimated similarity (:class:`NearIndex`), so a wide net costs a
+    few comparisons, where a band tuned to the threshold would miss most pairs near it."""
+    rows = 1
+    while rows < NUM_PERM and (1 - threshold ** (rows + 1)) ** (NUM_PERM // (rows + 1)) <= miss:
+        rows += 1
+    return NUM_PERM // rows, rows
+
+
+def sketch(text: str):
+    """The MinHash sketch of a text's shingles (datasketch's fixed seed: the same text, the same sketch)."""
+    from datasketch import MinHash
+
+    m = MinHash(num_perm=NUM_PERM)
+    m.update_batch([s.encode() for s in shingles(text)])
+    return m
+
+
+class NearIndex:
+    """Texts whose estimated Jaccard similarity with a query reaches ``threshold``: MinHash LSH proposes candidates
+    (banded by :func:`lsh_bands`), and a candidate counts only when its sketch's estimate reaches the threshold."""
+
+    def __init__(self, threshold: float):
+        from datasketch import MinHashLSH
+
+        self.threshold = threshold
+        self.lsh = MinHashLSH(num_perm=NUM_PERM, params=lsh_bands(threshold))
+        self.sketches: dict[str, object] = {}
+
+    def add(self, key: str, text_sketch) -> None:
+        self.lsh.insert(key, text_sketch)
+        self.sketches[key] = text_sketch
+
+    def holds_near(self, text_sketch) -> bool:
+        return any(text_sketch.jaccard(self.sketches[k]) >= self.threshold for k in self.lsh.query(text_sketch))
+
+
 def near_duplicates(records: list[Record], threshold: float) -> list[int]:
     """Indices of records an earlier kept record resembles (estimated Jaccard similarity >= ``threshold``)."""
-    from datasketch import MinHash, MinHashLSH
-
-    index = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
-    out = []
+    index, out = NearIndex(threshold), []
     for i, r in enumerate(records):
-        sketch = MinHash(num_perm=NUM_PERM)  # a fixed seed: the same records give the same decisions
-        sketch.update_batch([s.encode() for s in shingles(r.mem_text)])
-        if index.query(sketch):
+        s = sketch(r.mem_text)
+        if index.holds_near(s):
             out.append(i)
         else:
-            index.insert(str(i), sketch)
+            index.add(str(i), s)
     return out
+
+
+class TrainedText:
+    """Whether a text is training text (SPEC §3b, "never trained on"): its normalized text is one of ``texts`` (every
+    client's training texts and the public share), or, with a near-dedup ``threshold``, one of them resembles it as
+    near dedup would judge."""
+
+    def __init__(self, texts, threshold: float | None = None):
+        texts = list(texts)
+        self.exact = {normalized(t) for t in texts}
+        self.near = None
+        if threshold is not None:
+            self.near = NearIndex(threshold)
+            for i, t in enumerate(texts):
+                self.near.add(str(i), sketch(t))
+
+    def __contains__(self, text: str) -> bool:
+        return normalized(text) in self.exact or (self.near is not None and self.near.holds_near(sketch(text)))
 
 
 def deduplicate(fd: FederatedData, mode: str, threshold: float) -> FederatedData:
