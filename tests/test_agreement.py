@@ -162,9 +162,9 @@ def test_every_method_audits_the_common_draw(mixed_run):
     for name, (method, chosen) in selected.items():
         assert common <= chosen, name
         assert type(method).audited_train(method.cfg, run) == chosen, name
-    # MR audits the first n of the pool, canaries first: one canary per client, so n = 1 + 3 holds the draw
-    assert common <= MemorizationRatio.audited_train(MRConfig(n=4), run)
-    assert not common <= MemorizationRatio.audited_train(MRConfig(n=3), run)
+    # MR audits the first n ordinary samples of the pool and the canaries beside them: n = 3 holds the draw
+    assert common <= MemorizationRatio.audited_train(MRConfig(n=3), run)
+    assert not common <= MemorizationRatio.audited_train(MRConfig(n=2), run)
 
 
 def test_a_method_that_leaves_out_part_of_the_common_draw_is_refused(mixed_run):

@@ -1,5 +1,6 @@
-"""MR's control on real parts (SPEC §3b): held-out prefixes through the same protocol, the excess, the data's floor
-and the shared-text label, with the tiny model, the embedded index and the PAN2014 detector.
+"""MR's control on real parts (SPEC §3b): held-out prefixes through the same protocol on exchangeable arms (hits on
+the prefix's own record and on other records), the excess, the data's floor and the shared-text label, with the tiny
+model, the embedded index and the PAN2014 detector.
 
 The records are made of pseudo-words drawn at random, so no two records share a passage by chance; half of them end
 in one closing sentence that both clients hold (boilerplate). What a model memorized is set by training it: on the
@@ -65,6 +66,7 @@ def test_planted_records_give_an_excess_above_zero(data):
     memorize(model, [s for c in run.clients for s in run.train[c]], steps=400, lr=5e-3)
     h = audit(run, detector, model)["headline"]
     assert h["excess_intra_ci95"][0] > 0 and h["excess_total_ci95"][0] > 0  # training prefixes recall their records
+    assert h["excess_own_intra_ci95"][0] > 0  # ... their own records, typed alike on both arms
     assert h["intra"] > 0.5 and h["heldout_intra"] < h["intra"]
 
 
@@ -76,18 +78,22 @@ def test_a_model_that_memorized_no_audited_record_has_no_excess(data):
     memorize(model, other, steps=400, lr=5e-3)
     sec = audit(run, detector, model)
     h = sec["headline"]
-    for figure in ("intra", "inter", "total"):
-        lo, hi = h[f"excess_{figure}_ci95"]
+    for figure in ("excess_intra", "excess_inter", "excess_total", "excess_own_intra", "excess_other_intra",
+                   "excess_other_inter", "excess_other_total", "distinctive_excess_total"):
+        lo, hi = h[f"{figure}_ci95"]
         assert lo <= 0 <= hi, figure
-    assert h["distinctive_excess_total_ci95"][0] <= 0 <= h["distinctive_excess_total_ci95"][1]
-    assert sec["control"]["distinctive"]["train"]["any"]["total"] <= h["total"]
+    control = sec["control"]
+    assert control["combined"]["distinctive"]["train"]["any"]["total"] <= h["total"]
+    # it writes the boilerplate after held-out prefixes too: the held-out arm scores what the training arm does
+    assert control["combined"]["all"]["heldout"]["any"]["total"] > 0
 
 
 def test_shared_suffix_text_is_labelled_shared_and_distinctive_text_not(data):
     tok, run, _, detector = data
     matcher = SuffixMatcher({c: [s.suffix_text for s in run.train[c]] for c in run.clients}, detector)
+    training = {c: [s.prefix_text + s.suffix_text for s in run.train[c]] for c in run.clients}
     try:
-        matcher.find_shared()
+        matcher.mark_shared(training)
         held = matcher.shared_suffixes()
         boiler = [i for i, s in enumerate(run.train[0]) if BOILERPLATE[:40] in s.suffix_text]
         assert held == {0: len(boiler), 1: len(boiler)} and boiler  # every boilerplate record, in both clients
@@ -98,11 +104,29 @@ def test_shared_suffix_text_is_labelled_shared_and_distinctive_text_not(data):
         assert m.hits["verbatim"][0] == {0, 1} and m.distinctive["any"][0] == set()  # shared: both, not distinctive
         assert m.hits["verbatim"][1] == {1} and m.distinctive["verbatim"][1] == {1}
         # a passage only one client holds is shared when the public share holds it too
-        matcher.shared.clear()
-        matcher.find_shared(public_texts=("A public page quotes it: " + distinct,))
+        matcher.mark_shared(training, public=("A public page quotes it: " + distinct,))
         assert any(p["clients"] == [1] and p["public"] and p["text"] in " ".join(distinct.split())
                    for p in matcher.shared_passages())
         assert matcher.match(["As written before: " + distinct]).distinctive["any"][0] == set()
+    finally:
+        matcher.close()
+
+
+def test_a_shared_passage_that_retrieval_would_not_rank_is_found(data):
+    """Shared text is found by exact search over every client's whole training split: a passage that client 0's
+    indexed suffix shares with a client-1 record outside the audited sample (in no index, so no ranking could ever
+    surface it) is shared."""
+    tok, run, _, detector = data
+    distinct = next(s.suffix_text for s in run.train[0] if BOILERPLATE[:40] not in s.suffix_text)
+    doc = [s.suffix_text for s in run.train[0]].index(distinct)
+    middle = " ".join(distinct.split()[2:14])  # whole words, well over 50 characters
+    unsampled = "Some words first. " + middle + " and more words after it."
+    matcher = SuffixMatcher({c: [s.suffix_text for s in run.train[c]] for c in run.clients}, detector, top_k=1)
+    try:
+        matcher.mark_shared({0: [distinct], 1: [unsampled]})
+        (passage,) = matcher.shared[(0, doc)]
+        assert passage.clients == (0, 1) and not passage.public
+        assert len(middle) >= 50 and distinct[passage.start:passage.end].split() == middle.split()
     finally:
         matcher.close()
 
@@ -113,7 +137,7 @@ def test_floor_counts_a_known_shared_sentence_and_nothing_else(data):
     _, run, _, detector = data
     matcher = SuffixMatcher({c: [s.suffix_text for s in run.train[c]] for c in run.clients}, detector)
     try:
-        matcher.find_shared()
+        matcher.mark_shared({c: [s.suffix_text for s in run.train[c]] for c in run.clients})
         held = [s for c in run.clients for s in run.test[c]]
         floor = data_floor(matcher, [s.client for s in held], [s.suffix_text for s in held], run.train_sizes)
     finally:

@@ -42,7 +42,9 @@ def words_of(tok, n: int, start: int = 0) -> str:
 def pool(tok, train_texts: list[str], task: TaskConfig, n: int | str = "all"):
     recs = [Record(id=f"r{i}", user=USER_TEMPLATE.format(text=t), assistant="An answer.", mem_text=t, client=0)
             for i, t in enumerate(train_texts)]
-    data = FederatedData(clients=[ClientSplit(train=recs, test=recs[-1:])], public_corpus=[], ground_truth={},
+    held = " ".join(texts(2, seed=99))  # a held-out text, never trained on
+    test = [Record(id="held", user=USER_TEMPLATE.format(text=held), assistant="An answer.", mem_text=held, client=0)]
+    data = FederatedData(clients=[ClientSplit(train=recs, test=test)], public_corpus=[], ground_truth={},
                          source="local")
     audit = AuditConfig(prefix_len=PREFIX, samples_per_client=n, test_per_client=1)
     return build_audit_run(audit, task, data, tok, seed=0)

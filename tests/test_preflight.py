@@ -93,7 +93,9 @@ def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
     assert "2 clients (train/test: cardiology 24/6, dermatology 24/6)" in summary
     assert "1 rounds of fedavg" in summary and "(2 rounds audited)" in summary
     # (audit.mr.n=6 + audit.mr.heldout=3) prefixes x 2 clients, each queried against both clients' indexes, top 10
-    assert "mr: 18 generations (6 of them the held-out control), 36 index queries, up to 360 detector pairs" in summary
+    # and the next one (the own record left out), and typed against its own record
+    assert ("mr: 18 generations (6 of them the held-out control) and one per planted canary, 36 index queries, up "
+            "to 414 detector pairs") in summary
     assert "utility: 4 greedy generations" in summary and "pa: 12 suffixes scored under 64 prior prefixes" in summary
 
 
@@ -125,6 +127,7 @@ def test_data_check_prints_the_floor_and_the_shared_passages(cache_dir, capsys):
     out = capsys.readouterr().out
     assert out.startswith("2 clients (train/test records: cardiology 24/6, dermatology 24/6)")
     assert "MR's floor: 3 held-out texts per client" in out and "against 6 training suffixes per client" in out
+    assert "Held-out texts left out as training text (" in out and "): cardiology 0, dermatology 0" in out
     floor = [line for line in out.splitlines() if line.startswith("  all text: MR_Intra ")]
     assert len(floor) == 1 and "MR_Inter" in floor[0] and "MR_Total" in floor[0]
     assert "  distinctive text: MR_Intra " in out

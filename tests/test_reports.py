@@ -96,7 +96,7 @@ def _config(run_dir: Path) -> dict:
 
 def test_run_page_opens_with_the_answer(run_dir):
     md = (run_dir / "report.md").read_text()
-    order = ["## The answer at round 1", "**Memorization ratio, excess over held-out prefixes.**",
+    order = ["## The answer at round 1", "**Memorization ratio, excess over held-out prefixes** (",
              "**The paper's memorization ratio.**", "**PEARL.**", "**Prior-Aware.**", "**Utility.**",
              "**Training.**", "**Run health.**", "## Over rounds", "## Headline figures per round",
              "## Detectors against the ground truth", "## Configuration"]

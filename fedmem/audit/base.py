@@ -52,12 +52,20 @@ class AuditSample:
     train_context_ids: tuple[int, ...] = ()  # the trained ids up to the prefix's end
     train_suffix_ids: tuple[int, ...] = ()  # the trained ids of the rest of the memorization text
     train_prefix_text: str = ""  # the memorization text's characters the trained prefix tokens cover
+    train_cut: int = 0  # suffix tokens training never saw: it cut the record at model.max_seq_len before them
+
+    @property
+    def trained_suffix_len(self) -> int:
+        """How many of the suffix's tokens training saw (all of them unless it cut the record)."""
+        return max(0, len(self.suffix_ids) - self.train_cut)
 
     def scored_in(self, context: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(context ids, suffix ids) to score the suffix in: ``train``, the training sequence up to the prefix's end
-        and the suffix as trained; ``prompt``, MR's prompt (``prompt_ids``) and ``suffix_ids``."""
+        and the suffix as trained; ``prompt``, MR's prompt (``prompt_ids``) and ``suffix_ids``. Either way the suffix
+        stops where training cut the record (``train_cut``): a token the model never trained on says nothing of what
+        it memorized."""
         if context == "prompt":
-            return self.prompt_ids, self.suffix_ids
+            return self.prompt_ids, self.suffix_ids[: self.trained_suffix_len]
         return self.train_context_ids, self.train_suffix_ids
 
     def prefix_text_in(self, context: str) -> str:
@@ -86,6 +94,13 @@ class AuditRun:
     # one train record's rendering around its memorization text (a fedmem.audit.training_context.TrainingFrame):
     # other text in the training context, for Prior-Aware's generic calibration sequences; None without records
     train_frame: Any = None
+    # client -> every memorization text of its training split (not only the pooled ones): shared passages are found
+    # over all of them (SPEC §3b); empty for a pool built without its data (the pooled texts stand in)
+    training_texts: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # client -> how many of its held-out texts were left out of the test pool as training text (SPEC §3b)
+    heldout_trained: dict[int, int] = field(default_factory=dict)
+    # client -> {split: pooled samples whose suffix training cut at the trained length} (SPEC §6)
+    cut_at_trained_length: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def context(self, prefix_ids) -> tuple[int, ...]:
         """A prefix in the audits' prompt context (the open user turn), for text that is not an audited sample's

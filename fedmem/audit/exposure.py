@@ -71,15 +71,19 @@ class Exposure(AuditMethod):
         # Per canary: its sample, the true value's index among the candidates, and the (context, suffix) pairs to
         # score, built once here since they are the same every round
         self.canaries: list[tuple[AuditSample, int, list[tuple]]] = []
-        self.secret_in_prefix, seen = 0, set()
+        self.secret_in_prefix = self.secret_untrained = 0
+        seen = set()
         for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in entries):
             if s.tags["canary"] in seen:
                 continue
             seen.add(s.tags["canary"])
             entry = entries[s.tags["canary"]]
             value, candidates = entry["secret_parts"][entry["secret_space"]["part"]], entry["secret_space"]["candidates"]
-            if value in s.suffix_text:
-                self.canaries.append((s, candidates.index(value), self._pairs(s, value, candidates)))
+            trained = self._trained_suffix(s)
+            if value in trained:
+                self.canaries.append((s, candidates.index(value), self._pairs(s, trained, value, candidates)))
+            elif value in s.suffix_text:  # training cut the record before its secret: nothing to rank
+                self.secret_untrained += 1
             else:
                 self.secret_in_prefix += 1
         if cfg.context == "train":
@@ -89,12 +93,18 @@ class Exposure(AuditMethod):
     def work(cls, cfg: ExposureConfig, clients: int) -> str:
         return "every planted canary's suffix scored with each value its secret could have had"
 
-    def _pairs(self, sample: AuditSample, value: str, candidates: list[str]) -> list[tuple]:
-        """(context ids, suffix ids) of the canary's suffix with each candidate in its secret's place, tokenized
-        alike (the true value is scored through the same path as the others)."""
+    def _trained_suffix(self, sample: AuditSample) -> str:
+        """The suffix's text as far as training saw it (all of it unless training cut the record, SPEC §6)."""
+        if not sample.train_cut:
+            return sample.suffix_text
+        return self.run.tokenizer.decode(list(sample.suffix_ids[: sample.trained_suffix_len]))
+
+    def _pairs(self, sample: AuditSample, suffix: str, value: str, candidates: list[str]) -> list[tuple]:
+        """(context ids, suffix ids) of the canary's (trained) suffix with each candidate in its secret's place,
+        tokenized alike (the true value is scored through the same path as the others)."""
         context, _ = sample.scored_in(self.cfg.context)
         tokenizer = self.run.tokenizer
-        return [(context, tuple(tokenizer.encode(sample.suffix_text.replace(value, c), add_special_tokens=False)))
+        return [(context, tuple(tokenizer.encode(suffix.replace(value, c), add_special_tokens=False)))
                 for c in candidates]
 
     def audit(self, ctx: RoundContext) -> dict:
@@ -121,4 +131,5 @@ class Exposure(AuditMethod):
             groups[g] = {"n": len(bits), "exposure": float(np.mean(bits)), "ranked_first":
                          sum(r["rank"] == 1 for r in rows if r["group"] == g)}
         return {"config": asdict(self.cfg), "headline": headline, "context": self.cfg.context, "by_copies": groups,
-                "canaries": rows, "secret_in_prefix": self.secret_in_prefix}
+                "canaries": rows, "secret_in_prefix": self.secret_in_prefix,
+                "secret_past_trained_length": self.secret_untrained}

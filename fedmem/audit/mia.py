@@ -210,7 +210,7 @@ def select(samples: list[AuditSample], n: int, suffix_len: int) -> tuple[list[Au
     the draw is the first n samples with at least ``suffix_len`` suffix tokens in the pool's seeded order, canaries
     left out."""
     drawn, short = draw(samples, n, suffix_len)
-    return drawn, [s for s in samples if "canary" in s.tags and len(s.suffix_ids) >= suffix_len], short
+    return drawn, [s for s in samples if "canary" in s.tags and s.trained_suffix_len >= suffix_len], short
 
 
 # ---------------------------------------------------------------- the audit method

@@ -1,11 +1,20 @@
 """Cross-client memorization ratio MR(j→k) as a per-round audit method (SPEC §3), with its control (SPEC §3b).
 
-Per round: one generation pass over every client's sampled training prefixes and, for the control, as many held-out
-prefixes (shared through ``RoundContext``), the incoherence filter, BM25 top-k over every client's training-suffix
-index and one batched detector call over all (generation, retrieved suffix) pairs (``fedmem.audit.suffix_match``),
-then the paper's MR figures from the training prefixes and, beside them, the held-out prefixes' MR, the excess and
-MR on distinctive text. Built once per run: the indexes (the samples are fixed), the shared passages and the data's
-floor, which need no model.
+Per round: one generation pass over every client's sampled ordinary training prefixes, its planted canaries and,
+for the control, as many held-out prefixes (shared through ``RoundContext``), the incoherence filter, BM25 over every
+client's training-suffix index and one batched detector call over every (generation, suffix) pair
+(``fedmem.audit.suffix_match``). From them:
+
+- the paper's MR, from the ordinary training prefixes, as the paper's code computes it (the index holds each
+  prefix's own continuation);
+- the control on exchangeable arms: each training and held-out prefix's hits on its **own record** (its generation
+  typed against its own true continuation) and on **other records** (each index's top n' with the prefix's own
+  suffix left out), their union, each arm's MR and the excess, on all text and on distinctive text;
+- the canaries in a table of their own against their ground truth (they have no held-out counterpart, and a planted,
+  repeated secret is what a model memorizes first: no ordinary rate counts them).
+
+Built once per run: the indexes (the samples are fixed), the shared passages and the data's floor, which need no
+model.
 """
 
 from __future__ import annotations
@@ -18,18 +27,22 @@ from typing import Any
 from fedmem.audit.base import AuditMethod, AuditRun, Figure, RoundContext, register
 from fedmem.audit.detector import (
     CATEGORIES,
+    Detection,
     DetectorConfig,
     PlagiarismDetector,
     is_incoherent,
 )
 from fedmem.audit.mr_stats import mr_figures, newcombe
+from fedmem.audit.samples import canaries, draw
 from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
 from fedmem.audit.suffix_match import (
     Matches,
     SuffixMatcher,
     data_floor,
-    figure_summary,
+    empty_hits,
+    matched_shared,
     mr_summary,
+    top_ranked,
 )
 from fedmem.audit.truth import canary_group
 from fedmem.common.fields import build_section, check_fields, option, positive, section
@@ -74,8 +87,15 @@ TOTAL_LABELS = {"verbatim": "Verbatim", "idea": "Idea", "paraphrase_high": "Para
                 "paraphrase_low": "Paraphrase (p ≤ 0.5)"}  # the paper's names of the detector's categories
 
 
-SHARED_RULE = ("a hit is shared when more than half of the suffix characters it matched lie in verbatim runs of at "
-               "least 50 characters that another client's indexed suffixes or the public share also hold")
+SHARED_RULE = ("a hit is shared when more than half of the suffix characters it matched lie in runs of at least 50 "
+               "characters that the training texts of two or more clients, or the public share, hold (exact search "
+               "over every client's whole training split)")
+OWN_RULE = ("own record: each generation typed by the detector against its own prefix's true continuation, directly, "
+            "on both arms (a held-out text is in no index, and putting it there would change BM25's statistics for "
+            "one arm only); other records: each client's top n' with the prefix's own suffix left out (the next "
+            "suffix takes its place), so both arms search suffixes of other records only; combined: either")
+KINDS = ("combined", "own", "other")  # the control's hit kinds (SPEC §3b)
+TEXTS = ("all", "distinctive")
 
 
 def excess(train: dict, heldout: dict) -> dict:
@@ -95,17 +115,28 @@ def excess(train: dict, heldout: dict) -> dict:
     return out
 
 
+def union(a: dict[str, list[set[int]]], b: dict[str, list[set[int]]]) -> dict[str, list[set[int]]]:
+    """Per category, each prefix's clients hit in ``a`` or ``b``."""
+    return {cat: [x | y for x, y in zip(a[cat], b[cat])] for cat in a}
+
+
 @dataclass
-class Side:
-    """One set of audited prefixes (training or held-out) through the protocol: the prefixes whose generation was
-    kept, their generations and token ids, the prefixes whose generation was dropped as incoherent, and what the
-    kept ones matched."""
+class Arm:
+    """One arm of audited prefixes (the ordinary training prefixes, the planted canaries or the held-out prefixes)
+    through the protocol: the prefixes whose generation was kept and those dropped as incoherent, the kept ones'
+    generations and token ids, and what they matched: ``paper``, the paper's protocol (the training arm: each
+    index's top n', the prefix's own record included); ``other``, other records only (each index's top n' with the
+    prefix's own suffix left out); ``own``, each generation typed against its own true continuation, and whether that
+    match lay in shared text."""
 
     dropped_samples: list = field(default_factory=list)
     samples: list = field(default_factory=list)
     gens: list[str] = field(default_factory=list)
     outs: list[list[int]] = field(default_factory=list)
-    matches: Matches | None = None
+    paper: Matches | None = None
+    other: Matches | None = None
+    own: list[Detection] = field(default_factory=list)
+    own_shared: list[bool] = field(default_factory=list)
 
     @property
     def prefix_clients(self) -> list[int]:
@@ -119,6 +150,24 @@ class Side:
     def padded(self, hits: list[set[int]]) -> list[set[int]]:
         """``hits`` of the kept prefixes, then an empty set for each dropped one (in :attr:`prefix_clients` order)."""
         return hits + [set() for _ in self.dropped_samples]
+
+    def own_hit(self, i: int, cat: str = "any") -> bool:
+        """Whether prefix i's generation matched its own record (in ``cat``)."""
+        c = self.own[i].category
+        return c in CATEGORIES and cat in (c, "any")
+
+    def kinds(self) -> dict[str, dict[str, dict[str, list[set[int]]]]]:
+        """``{kind: {text: hits per category}}``: hits on the prefix's own record, on other records, and either, on all
+        text and on distinctive text (SPEC §3b)."""
+        own = {text: empty_hits(len(self.samples)) for text in TEXTS}
+        for i, s in enumerate(self.samples):
+            for cat in (*CATEGORIES, "any"):
+                if self.own_hit(i, cat):
+                    own["all"][cat][i].add(s.client)
+                    if not self.own_shared[i]:
+                        own["distinctive"][cat][i].add(s.client)
+        other = {"all": self.other.hits, "distinctive": self.other.distinctive}
+        return {"combined": {t: union(own[t], other[t]) for t in TEXTS}, "own": own, "other": other}
 
 
 class Stopwatch:
@@ -140,13 +189,16 @@ class MemorizationRatio(AuditMethod):
     Config = MRConfig
     title = "Cross-client memorization ratio (MR)"
     size_keys = ("n", "top_k")
-    # The control's excess leads the console line (what memorization adds over text the model never trained on); the
-    # paper's MR follows under its own names, then the held-out prefixes' MR and the data's floor. In the sweep
-    # tables the paper's columns come first (they are the paper's tables) and the excess beside them.
+    # The control's excess leads the console line (what memorization adds over text the model never trained on, on
+    # exchangeable arms); the paper's MR follows under its own names, then the held-out prefixes' MR and the data's
+    # floor. In the sweep tables the paper's columns come first (they are the paper's tables) and the excess beside.
     figures = (
         Figure("excess_intra", "MR_Intra excess", kind="difference", console=True, sweep="extra"),
         Figure("excess_inter", "MR_Inter excess", kind="difference", console=True, sweep="extra"),
         Figure("excess_total", "MR_Total excess", kind="difference", sweep="total"),
+        Figure("excess_own_intra", "MR_Intra excess, own record", kind="difference", sweep="extra"),
+        Figure("excess_other_intra", "MR_Intra excess, other records", kind="difference", sweep="extra"),
+        Figure("excess_other_inter", "MR_Inter excess, other records", kind="difference", sweep="extra"),
         Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", sweep="extra"),
         Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", sweep="extra"),
         Figure("intra", "MR_Intra", console=True, sweep="answer"),
@@ -172,13 +224,16 @@ class MemorizationRatio(AuditMethod):
 
     @classmethod
     def audited_train(cls, cfg: MRConfig, run: AuditRun) -> set[str]:
-        """The prefixes of ``self.samples``: the first n of each client's pool, canaries first."""
-        return {s.id for c in run.clients for s in run.train[c][: cfg.n]}
+        """The ordinary prefixes of ``self.samples`` (the first n of each client's pool, canaries aside) and the
+        planted canaries."""
+        return {s.id for c in run.clients for s in draw(run.train[c], cfg.n)[0] + canaries(run.train[c])}
 
     def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
         super().__init__(cfg, run)
-        self.samples = {c: run.train[c][: cfg.n] for c in run.clients}  # the ids audited_train names
+        self.samples = {c: draw(run.train[c], cfg.n)[0] for c in run.clients}  # ordinary: the ids audited_train names
+        self.canaries = [s for c in run.clients for s in canaries(run.train[c])]
         self.heldout = {c: run.test[c][: cfg.heldout_size] for c in run.clients} if cfg.heldout_size else {}
+        self.doc = {s.id: (c, i) for c in run.clients for i, s in enumerate(self.samples[c])}  # where in the index
         self.detector = detector or PlagiarismDetector(cfg.detector)
         self.matcher = SuffixMatcher({c: [s.suffix_text for s in self.samples[c]] for c in run.clients},
                                      self.detector, cfg.top_k, cfg.index)
@@ -186,14 +241,25 @@ class MemorizationRatio(AuditMethod):
         # canary id -> its unique secret parts (record and phone number; names come from a small pool)
         self.secret_parts = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
                              for k in run.ground_truth.get("canaries", [])}
-        # once per run, no model: which indexed text is shared, and the floor of the data itself (SPEC §3b)
-        self.matcher.find_shared(run.public_texts)
+        # once per run, no model: which indexed text is shared (and which held-out and canary continuations hold
+        # shared text, for their own-record hits), and the floor of the data itself (SPEC §3b)
         held = [s for c in run.clients for s in self.heldout.get(c, [])]
+        unindexed = held + self.canaries
+        found = self.matcher.mark_shared(self._training_texts(), run.public_texts,
+                                         [(s.client, s.suffix_text) for s in unindexed])
+        self.own_passages = {s.id: p for s, p in zip(unindexed, found)}
         self.floor = data_floor(self.matcher, [s.client for s in held], [s.suffix_text for s in held],
                                 run.train_sizes) if held else None
         with_shared = self.matcher.shared_suffixes()
         self.shared = {"rule": SHARED_RULE, "suffixes_with_shared": [with_shared[c] for c in run.clients],
                        "passages": [p | {"text": run.redact(p["text"])} for p in self.matcher.shared_passages()]}
+
+    def _training_texts(self) -> dict[int, tuple[str, ...]]:
+        """Every client's training texts, where shared passages are searched: the run's whole training splits, or
+        for a pool built without its data, the pooled texts."""
+        if self.run.training_texts:
+            return self.run.training_texts
+        return {c: tuple(s.prefix_text + s.suffix_text for s in self.run.train[c]) for c in self.run.clients}
 
     def _reference(self) -> dict[str, str]:
         """Which reference behaviour each component follows (written into every report)."""
@@ -213,64 +279,95 @@ class MemorizationRatio(AuditMethod):
     @classmethod
     def work(cls, cfg, clients: int) -> str:
         n = (cfg.n + cfg.heldout_size) * clients  # training prefixes and the control's held-out prefixes
-        return (f"{n} generations ({cfg.heldout_size * clients} of them the held-out control), {n * clients} index "
-                f"queries, up to {n * clients * cfg.top_k} detector pairs; once per run, the shared passages and the "
-                f"data's floor")
+        return (f"{n} generations ({cfg.heldout_size * clients} of them the held-out control) and one per planted "
+                f"canary, {n * clients} index queries, up to {n * clients * (cfg.top_k + 1) + n} detector pairs; once "
+                f"per run, the shared passages and the data's floor")
 
     def audit(self, ctx: RoundContext) -> dict[str, Any]:
         clients, clock = self.run.clients, Stopwatch()
-        train = [s for c in clients for s in self.samples[c]]
-        held = [s for c in clients for s in self.heldout.get(c, [])]
-        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in train + held], self.cfg.max_new_tokens)]
+        planned = {"train": [s for c in clients for s in self.samples[c]], "canary": self.canaries,
+                   "heldout": [s for c in clients for s in self.heldout.get(c, [])]}
+        order = [s for samples in planned.values() for s in samples]
+        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in order], self.cfg.max_new_tokens)]
         gens = [ctx.decode(o) for o in outs]
         clock.lap("generation")
-        sides = {"train": self._coherent(train, gens[: len(train)], outs[: len(train)]),
-                 "heldout": self._coherent(held, gens[len(train):], outs[len(train):])}
+        arms, at = {}, 0
+        for name, samples in planned.items():
+            arms[name] = self._coherent(samples, gens[at: at + len(samples)], outs[at: at + len(samples)])
+            at += len(samples)
         clock.lap("incoherence")
-        texts = [g for side in sides.values() for g in side.gens]
-        owners = self.matcher.retrieve(texts)
-        clock.lap("retrieval")
-        self.detector.reset_stats()
-        detections = self.matcher.detect(self.matcher.pairs(texts, owners), ctx.progress, "mr detector")
-        clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
-        clock.lap("detector")
-        offset = 0
-        for side in sides.values():  # each side's texts, numbered from 0 again
-            mine = [((i - offset, k, doc), d) for (i, k, doc), d in zip(owners, detections)
-                    if offset <= i < offset + len(side.gens)]
-            side.matches = self.matcher.collect(len(side.gens), [o for o, _ in mine], [d for _, d in mine])
-            offset += len(side.gens)
-        kept = sides["train"]
-        figures = {cat: mr_figures(kept.prefix_clients, kept.padded(h), self.run.train_sizes)
-                   for cat, h in kept.matches.hits.items()}
-        section = self._paper_section(ctx, kept, figures, outs[: len(train)], len(owners))
-        if held:
-            section["control"] = self._control(sides, figures)
+        self._match(ctx, arms, clock)
+        train = arms["train"]
+        figures = {cat: mr_figures(train.prefix_clients, train.padded(h), self.run.train_sizes)
+                   for cat, h in train.paper.hits.items()}
+        section = self._paper_section(ctx, arms, figures, outs[: len(planned["train"])])
+        if planned["heldout"]:
+            section["control"] = self._control(arms)
             section["headline"] |= self._control_headline(section["control"])
         if self.cfg.records and ctx.out_dir:
-            self._write_records(ctx.out_dir, sides)
+            self._write_records(ctx.out_dir, arms)
         clock.lap("figures")
         section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
         return section
 
-    def _coherent(self, samples, gens: list[str], outs: list[list[int]]) -> Side:
+    def _coherent(self, samples, gens: list[str], outs: list[list[int]]) -> Arm:
         """The prefixes whose generation passes the incoherence filter, and those dropped."""
-        side = Side()
+        arm = Arm()
         for s, g, o in zip(samples, gens, outs):
             if self.cfg.drop_incoherent and is_incoherent(g):
-                side.dropped_samples.append(s)
+                arm.dropped_samples.append(s)
             else:
-                side.samples.append(s)
-                side.gens.append(g)
-                side.outs.append(o)
-        return side
+                arm.samples.append(s)
+                arm.gens.append(g)
+                arm.outs.append(o)
+        return arm
 
-    def _paper_section(self, ctx: RoundContext, side: Side, figures: dict, outs: list[list[int]],
-                       pairs: int) -> dict[str, Any]:
-        """MR as the paper computes it (SPEC §3), from the training prefixes (``figures``: their ``mr_figures`` per
-        category): the matrix, the aggregates per category with their intervals, and what the run's ground truth
-        says about the hits."""
-        run, hits = self.run, side.matches.hits
+    def _match(self, ctx: RoundContext, arms: dict[str, Arm], clock: Stopwatch) -> None:
+        """Retrieval and typing for every arm, one detector pass over every distinct (generation, suffix) pair: the
+        training and held-out arms' generations against each index (top n' + 1, so that the own suffix can be left
+        out), and every generation against its own true continuation."""
+        searched = [arms["train"], arms["heldout"]]
+        texts = [g for arm in searched for g in arm.gens]
+        train_n = len(arms["train"].gens)
+        leave_out = {i: self.doc[s.id] for i, s in enumerate(arms["train"].samples)}  # a training prefix's own suffix
+        owners = self.matcher.retrieve(texts, k=self.cfg.top_k + 1)
+        clock.lap("retrieval")
+        paper = [o for o in top_ranked(owners, self.cfg.top_k) if o[0] < train_n]
+        other = top_ranked(owners, self.cfg.top_k, leave_out)
+        pairs: dict[tuple, tuple[str, str]] = {}  # one detector call per distinct pair
+        for i, k, doc in paper + other:
+            pairs[i, k, doc] = (texts[i], self.matcher.suffixes[k][doc])
+        own_keys = {}
+        for name, arm in arms.items():
+            for i, (s, g) in enumerate(zip(arm.samples, arm.gens)):
+                key = (i, *self.doc[s.id]) if name == "train" else (name, i)
+                own_keys[name, i] = key
+                pairs.setdefault(key, (g, s.suffix_text))
+        self.detector.reset_stats()
+        found = dict(zip(pairs, self.matcher.detect(list(pairs.values()), ctx.progress, "mr detector")))
+        clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
+        clock.lap("detector")
+        arms["train"].paper = self.matcher.collect(train_n, paper, [found[o] for o in paper])
+        for offset, arm in ((0, arms["train"]), (train_n, arms["heldout"])):
+            mine = [(i - offset, k, doc) for i, k, doc in other if offset <= i < offset + len(arm.gens)]
+            arm.other = self.matcher.collect(len(arm.gens), mine, [found[i + offset, k, doc] for i, k, doc in mine])
+        for name, arm in arms.items():
+            arm.own = [found[own_keys[name, i]] for i in range(len(arm.samples))]
+            arm.own_shared = [matched_shared(det, self._own_passages(s)) for s, det in zip(arm.samples, arm.own)]
+
+    def _own_passages(self, sample) -> list:
+        """The shared passages of a prefix's own true continuation."""
+        if sample.id in self.doc:
+            return self.matcher.shared.get(self.doc[sample.id], [])
+        return self.own_passages.get(sample.id, [])
+
+    def _paper_section(self, ctx: RoundContext, arms: dict[str, Arm], figures: dict,
+                       outs: list[list[int]]) -> dict[str, Any]:
+        """MR as the paper computes it (SPEC §3), from the ordinary training prefixes (``figures``: their
+        ``mr_figures`` per category): the matrix, the aggregates per category with their intervals, and the canaries
+        against their ground truth."""
+        run, side = self.run, arms["train"]
+        hits = side.paper.hits
         any_, unc = figures["any"], figures["any"]["uncertainty"]
         headline = {"intra": any_["intra"], "intra_ci95": unc["intra"]["ci95"],
                     "inter": any_["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
@@ -281,6 +378,7 @@ class MemorizationRatio(AuditMethod):
         for c in CATEGORIES:
             headline |= {f"{c}_total": figures[c]["total"],
                          f"{c}_total_ci95": figures[c]["uncertainty"]["total"]["ci95"]}
+        canary = arms["canary"]
         return {
             "config": asdict(self.cfg),
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
@@ -299,55 +397,63 @@ class MemorizationRatio(AuditMethod):
             "total": {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": side.dropped(run.clients),
             "generation": self._generation_stats(ctx, outs),
-            "pairs_checked": pairs,
-            "ground_truth": self._ground_truth(side),
+            "pairs_checked": side.paper.pairs,
+            "ground_truth": self._ground_truth(side, canary),
             "examples": self._examples(side),
-            # every audited prefix, an incoherent generation's too: it induced nothing
+            # every audited prefix, an incoherent generation's too: it induced nothing; a canary's hit is on its own
+            # record (it is in no index)
             "samples": [{"id": s.id, "client": s.client, "hit_own": s.client in hits["any"][i],
                          "hit_other": bool(hits["any"][i] - {s.client}), "tags": dict(s.tags)}
                         for i, s in enumerate(side.samples)]
+            + [{"id": s.id, "client": s.client, "hit_own": canary.own_hit(i), "hit_other": False,
+                "tags": dict(s.tags)} for i, s in enumerate(canary.samples)]
             + [{"id": s.id, "client": s.client, "hit_own": False, "hit_other": False, "tags": dict(s.tags),
-                "incoherent": True} for s in side.dropped_samples],
+                "incoherent": True} for s in side.dropped_samples + canary.dropped_samples],
         }
 
-    def _control(self, sides: dict[str, Side], train_figures: dict) -> dict[str, Any]:
-        """MR's control (SPEC §3b): the held-out prefixes' MR, the excess of the training prefixes' over it (their
-        ``mr_figures`` per category: ``train_figures``), the same on distinctive text, the data's floor and the shared
-        passages."""
-        sizes, train, held = self.run.train_sizes, sides["train"], sides["heldout"]
+    def _control(self, arms: dict[str, Arm]) -> dict[str, Any]:
+        """MR's control on exchangeable arms (SPEC §3b): for hits on the prefix's own record, on other records and
+        either, on all text and on distinctive text, the training and held-out prefixes' MR and the excess; the
+        data's floor and the shared passages."""
+        sizes, train, held = self.run.train_sizes, arms["train"], arms["heldout"]
+        kinds = {"train": train.kinds(), "heldout": held.kinds()}
 
-        def summary(side: Side, hits) -> dict:
-            return mr_summary(side.prefix_clients, {cat: side.padded(h) for cat, h in hits.items()}, sizes)
+        def summary(arm: Arm, hits) -> dict:
+            return mr_summary(arm.prefix_clients, {cat: arm.padded(h) for cat, h in hits.items()}, sizes)
 
-        figures = {"train": {cat: figure_summary(f) for cat, f in train_figures.items()},
-                   "heldout": summary(held, held.matches.hits),
-                   "distinctive_train": summary(train, train.matches.distinctive),
-                   "distinctive_heldout": summary(held, held.matches.distinctive)}
-        return {
+        out: dict[str, Any] = {
             "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
             "heldout_incoherent_dropped": held.dropped(self.run.clients),
-            "train": figures["train"],  # the paper's MR again, in the control's shape
-            "heldout": figures["heldout"],
-            "excess": excess(figures["train"], figures["heldout"]),
-            "distinctive": {"train": figures["distinctive_train"], "heldout": figures["distinctive_heldout"],
-                            "excess": excess(figures["distinctive_train"], figures["distinctive_heldout"])},
-            "floor": self.floor,
-            "shared": self.shared,
+            "heldout_trained": [self.run.heldout_trained.get(c, 0) for c in self.run.clients],
+            "rule": OWN_RULE,
         }
+        for kind in KINDS:
+            out[kind] = {}
+            for text in TEXTS:
+                t, h = summary(train, kinds["train"][kind][text]), summary(held, kinds["heldout"][kind][text])
+                out[kind][text] = {"train": t, "heldout": h, "excess": excess(t, h)}
+        return out | {"floor": self.floor, "shared": self.shared}
 
     @staticmethod
     def _control_headline(control: dict[str, Any]) -> dict[str, Any]:
         out = {}
-        held = control["heldout"]["any"]
-        for figure in ("intra", "inter", "total"):
-            e, d = control["excess"]["any"][figure], control["distinctive"]["excess"]["any"][figure]
+
+        def put(key: str, kind: str, text: str, figure: str) -> None:
+            e = control[kind][text]["excess"]["any"][figure]
             if e is not None:
-                out |= {f"excess_{figure}": e["diff"], f"excess_{figure}_ci95": e["ci95"],
-                        f"distinctive_excess_{figure}": d["diff"], f"distinctive_excess_{figure}_ci95": d["ci95"],
-                        f"heldout_{figure}": held[figure], f"heldout_{figure}_ci95": held[f"{figure}_ci95"]}
+                out.update({key: e["diff"], f"{key}_ci95": e["ci95"]})
+
+        for figure in ("intra", "inter", "total"):
+            put(f"excess_{figure}", "combined", "all", figure)
+            put(f"excess_other_{figure}", "other", "all", figure)
+            put(f"distinctive_excess_{figure}", "combined", "distinctive", figure)
+            held = control["combined"]["all"]["heldout"]["any"]
+            if held[figure] is not None:
+                out |= {f"heldout_{figure}": held[figure], f"heldout_{figure}_ci95": held[f"{figure}_ci95"]}
             floor = (control.get("floor") or {}).get("all", {}).get("any", {})
             if floor.get(figure) is not None:
                 out |= {f"floor_{figure}": floor[figure], f"floor_{figure}_ci95": floor[f"{figure}_ci95"]}
+        put("excess_own_intra", "own", "all", "intra")  # a prefix's own record is its own client's: no inter
         return out
 
     def _generation_stats(self, ctx: RoundContext, outs: list[list[int]]) -> dict:
@@ -362,25 +468,31 @@ class MemorizationRatio(AuditMethod):
                 "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
                 "decoding": decoding_used(ctx.model, self.run.decoding)}
 
-    def _ground_truth(self, side: Side) -> dict:
-        """Per canary copy count: how many canary prefixes hit their own client verbatim / in any category, and
-        how many generations contain a unique part of the canary's secret (its record number or phone number).
+    def _ground_truth(self, side: Arm, canary: Arm) -> dict:
+        """The planted truth: per canary copy count, how many canaries' generations matched their own record
+        verbatim / in any category, and how many contain a unique part of the canary's secret (its record number or
+        phone number); the ordinary prefixes that end in shared boilerplate and what they hit.
 
-        The last count needs no detector and no retrieval: a verbatim hit can also come from text a canary shares
-        with others (its closing is its specialty's, shared with that specialty's public record notes and canaries),
-        a leaked secret part cannot.
+        The secret count needs no detector: a verbatim hit can also come from text a canary shares with others (its
+        closing is its specialty's, shared with that specialty's public record notes and canaries), a leaked secret
+        part cannot.
         """
         out: dict[str, Any] = {}
-        hits, distinctive = side.matches.hits, side.matches.distinctive
-        for i, (s, gen) in enumerate(zip(side.samples, side.gens)):
-            if "canary" in s.tags:
-                row = out.setdefault("canary_by_copies", {}).setdefault(
-                    canary_group(s.tags), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0})
-                row["n"] += 1
-                row["verbatim"] += s.client in hits["verbatim"][i]
-                row["any"] += s.client in hits["any"][i]
-                row["secret_leaked"] += any(part in gen for part in self.secret_parts.get(s.tags["canary"], []))
-            elif s.tags.get("generic"):
+        for i, (s, gen) in enumerate(zip(canary.samples, canary.gens)):
+            row = out.setdefault("canary_by_copies", {}).setdefault(
+                canary_group(s.tags), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0, "incoherent": 0})
+            row["n"] += 1
+            row["verbatim"] += canary.own_hit(i, "verbatim")
+            row["any"] += canary.own_hit(i)
+            row["secret_leaked"] += any(part in gen for part in self.secret_parts.get(s.tags["canary"], []))
+        for s in canary.dropped_samples:  # dropped as incoherent: audited, nothing leaked
+            row = out.setdefault("canary_by_copies", {}).setdefault(
+                canary_group(s.tags), {"n": 0, "verbatim": 0, "any": 0, "secret_leaked": 0, "incoherent": 0})
+            row["n"] += 1
+            row["incoherent"] += 1
+        hits, distinctive = side.paper.hits, side.paper.distinctive
+        for i, s in enumerate(side.samples):
+            if s.tags.get("generic"):
                 row = out.setdefault("generic", {"n": 0, "any": 0, "inter": 0, "distinctive": 0})
                 row["n"] += 1
                 row["any"] += bool(hits["any"][i])
@@ -388,13 +500,13 @@ class MemorizationRatio(AuditMethod):
                 row["distinctive"] += bool(distinctive["any"][i])
         return out
 
-    def _examples(self, side: Side) -> list[dict]:
+    def _examples(self, side: Arm) -> list[dict]:
         """Up to ``examples_per_pair`` detected pairs per category and (prefix client, suffix client), with their
         text: only with ``audit.reveal_text`` (a redacted example says nothing a reader can check)."""
         if not self.run.reveal_text or not self.cfg.examples_per_pair:
             return []
         out, taken = [], {}
-        for s, gen, matched in zip(side.samples, side.gens, side.matches.matched):
+        for s, gen, matched in zip(side.samples, side.gens, side.paper.matched):
             for k, doc, det in matched:
                 key = (det.category, s.client, k)
                 if taken.get(key, 0) < self.cfg.examples_per_pair:
@@ -406,13 +518,14 @@ class MemorizationRatio(AuditMethod):
         order = {c: n for n, c in enumerate(CATEGORIES)}
         return sorted(out, key=lambda e: (order[e["category"]], e["prefix_client"], e["suffix_client"]))
 
-    def _write_records(self, out_dir: str, sides: dict[str, Side]) -> None:
-        """One line per audited prefix (``split``: train, or test for the control's held-out prefixes): what it hit,
-        with each match's aligned spans (character offsets ``[generation start, end, suffix start, end]``) and
-        whether the matched text is shared, how its generation stopped (``end_of_turn`` or ``cap``) and its length in
-        tokens; with ``audit.reveal_text`` also the exact prompt text the model saw (special tokens included), the
-        prefix, the generation and every matched suffix, so a reader can see what the model produced and what it
-        matched."""
+    def _write_records(self, out_dir: str, arms: dict[str, Arm]) -> None:
+        """One line per audited prefix (``split``: train, or test for the control's held-out prefixes; ``canary``
+        for a planted one): what it hit in the indexes (a training prefix: the paper's protocol; a held-out prefix:
+        other records, as no index holds its own), with each match's aligned spans (character offsets
+        ``[generation start, end, suffix start, end]``) and whether the matched text is shared; its own record's
+        typing; how its generation stopped (``end_of_turn`` or ``cap``) and its length in tokens; with
+        ``audit.reveal_text`` also the exact prompt text the model saw (special tokens included), the prefix, the
+        generation and every matched suffix, so a reader can see what the model produced and what it matched."""
         reveal, tok, cap = self.run.reveal_text, self.run.tokenizer, self.cfg.max_new_tokens
 
         def match(k, doc, det) -> dict:
@@ -422,21 +535,23 @@ class MemorizationRatio(AuditMethod):
                    "spans": [[c.src_start, c.src_end, c.susp_start, c.susp_end] for c in det.cases]}
             return row | ({"suffix_text": suffix.suffix_text} if reveal else {})
 
-        def rows(side: Side):
-            hits = side.matches.hits
-            for i, (s, gen, o) in enumerate(zip(side.samples, side.gens, side.outs)):
-                yield {"prefix": s.id, "client": s.client, "split": s.split,
+        def rows(name: str, arm: Arm):
+            matches = arm.paper or arm.other
+            for i, (s, gen, o) in enumerate(zip(arm.samples, arm.gens, arm.outs)):
+                yield {"prefix": s.id, "client": s.client, "split": s.split, "canary": name == "canary",
                        "stop": "cap" if hit_cap(o, cap) else "end_of_turn", "generation_tokens": len(o),
                        **({"prompt_text": tok.decode(list(s.prompt_ids), skip_special_tokens=False),
                            "prefix_text": s.prefix_text, "generation": gen} if reveal else {}),
-                       "matches": [match(*m) for m in side.matches.matched[i]],
-                       "hit_clients": {cat: sorted(h[i]) for cat, h in hits.items() if h[i]}}
+                       "matches": [match(*m) for m in matches.matched[i]] if matches else [],
+                       "own_record": {"category": arm.own[i].category, "shared": arm.own_shared[i]},
+                       "hit_clients": {cat: sorted(h[i]) for cat, h in matches.hits.items() if h[i]} if matches
+                       else {}}
 
         atomic_write_jsonl_gz(os.path.join(out_dir, "mr_records.jsonl.gz"),
-                              (row for side in sides.values() for row in rows(side)))
+                              (row for name, arm in arms.items() for row in rows(name, arm)))
 
     def truth_rows(self, section: dict) -> list[dict]:
-        """A planted canary counts as found when its generation hit its own client's text."""
+        """A planted canary counts as found when its generation matched its own record."""
         return [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train", "score": float(s["hit_own"]),
                  "decision": bool(s["hit_own"])} for s in section.get("samples", [])]
 
@@ -445,4 +560,3 @@ class MemorizationRatio(AuditMethod):
         return {self.name: [{"id": s["id"], "tags": s.get("tags") or {}, "split": "train",
                              "score": float(s["hit_own"] or s["hit_other"]),
                              "decision": bool(s["hit_own"] or s["hit_other"])} for s in section.get("samples", [])]}
-

@@ -348,7 +348,7 @@ def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> tuple
         raise ValueError(f"audit.pa.n={n}, but only {len(drawn)} of client {client}'s {len(samples)} pooled samples "
                          f"(canaries aside) have {suffix_len} tokens after their prefix (audit.pa.suffix_len): "
                          "lower audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
-    extra = [s for s in samples if planted(s) and len(s.suffix_ids) >= suffix_len and s not in drawn]
+    extra = [s for s in samples if planted(s) and s.trained_suffix_len >= suffix_len and s not in drawn]
     return drawn + extra, len(drawn)
 
 

@@ -23,6 +23,7 @@ from fedmem.audit.base import AuditRun, AuditSample
 from fedmem.audit.config import AuditConfig
 from fedmem.audit.training_context import TrainingFrame, has_offsets, with_training_form
 from fedmem.data import continuation_header, format_prompt
+from fedmem.data.dedup import TrainedText
 
 # The seed code keeps a text when it has at least prefix_len + 20 tokens, so every suffix has 20 tokens or more.
 MIN_SUFFIX_TOKENS = 20
@@ -47,8 +48,8 @@ def text_sample(tokenizer, ids: list[int], header: tuple[int, ...], prefix_len: 
                        full_prompt_ids=header + tuple(prefix))
 
 
-def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: dict[str, TrainingFrame], rec,
-             client: int, split: str, idx: int) -> AuditSample | None:
+def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: dict[str, TrainingFrame],
+             trained_len: int | None, rec, client: int, split: str, idx: int) -> AuditSample | None:
     """The audit sample of one record, its training frame noted in ``frames``; None when its text is too short."""
     ids = tokenizer(rec.mem_text, add_special_tokens=False)["input_ids"]
     if len(ids) < prefix_len + MIN_SUFFIX_TOKENS:
@@ -59,7 +60,7 @@ def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: 
     frame = TrainingFrame.of(tokenizer, rec, task.plain) if has_offsets(tokenizer) else None
     if frame is not None:
         frames[sample.id] = frame
-        sample = with_training_form(sample, frame.form(tokenizer, rec.mem_text, prefix_len))
+        sample = with_training_form(sample, frame.form(tokenizer, rec.mem_text, prefix_len), trained_len)
     if task.plain and not rec.assistant:  # running text: utility scores the prefix's continuation
         return replace(sample, label=rec.label)
     # utility scores the answer to the whole instruction, as trained
@@ -68,45 +69,59 @@ def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: 
 
 
 def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.Random, min_tokens: int,
-          prepare: Callable[..., AuditSample | None]) -> list[AuditSample]:
-    """One client split's samples: its distinct texts, canaries first, then a seeded draw of the rest up to ``n``."""
-    seen, canaries, rest = set(), [], []
+          prepare: Callable[..., AuditSample | None], trained: set[str] | None = None) -> list[AuditSample]:
+    """One client split's samples: its distinct texts, the planted canaries (train) first, then a seeded draw of n
+    ordinary ones; ``trained`` (a test split): its texts that are training text, never drawn."""
+    seen, planted, rest = set(), [], []
     for i, r in enumerate(records):
-        if r.mem_text in seen:
+        if r.mem_text in seen or (trained is not None and r.mem_text in trained):
             continue
         seen.add(r.mem_text)
-        (canaries if split == "train" and "canary" in r.tags else rest).append(i)
+        (planted if split == "train" and "canary" in r.tags else rest).append(i)
     rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement
-    want = len(canaries) + len(rest) if n == "all" else max(n, len(canaries))
-    out = []
-    for i in canaries + rest:
-        if len(out) >= want:
+    want = len(rest) if n == "all" else n
+    out = [s for s in (prepare(records[i], client, split, i) for i in planted) if s is not None]
+    ordinary = 0
+    for i in rest:
+        if ordinary >= want:
             break
         s = prepare(records[i], client, split, i)
         if s is not None:
             out.append(s)
-    if n != "all" and len(out) < n:
+            ordinary += 1
+    if n != "all" and ordinary < n:
         raise ValueError(
-            f"{key}={n}, but client {client}'s {split} split has only {len(out)} distinct samples of at least "
-            f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS}): lower {key} or set it to all"
+            f"{key}={n}, but client {client}'s {split} split has only {ordinary} distinct samples of at least "
+            f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS})"
+            + (" that are not training text" if trained is not None else "") + f": lower {key} or set it to all"
         )
     return out
 
 
-def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> AuditRun:
-    """The run's fixed audit pool (``audit.samples_per_client`` train and ``audit.test_per_client`` test samples
-    per client). A client that cannot supply the requested number is an error naming both numbers."""
+def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int, trained_len: int | None = None) -> AuditRun:
+    """The run's fixed audit pool: per client the planted canaries and ``audit.samples_per_client`` ordinary train
+    samples, and ``audit.test_per_client`` test samples that are not training text (SPEC §3b: a held-out text whose
+    normalized text, or under near dedup a near-duplicate, is in any client's training split or the public share is
+    left out, and counted). ``trained_len``: where training cuts a record (``model.max_seq_len``; None: nowhere). A
+    client that cannot supply the requested number is an error naming both numbers."""
     rng = random.Random(seed)
     header = header_ids(tokenizer, task.plain)
     min_tokens = audit.prefix_len + MIN_SUFFIX_TOKENS
     frames: dict[str, TrainingFrame] = {}  # sample id -> its record's training frame
-    prepare = partial(_prepare, tokenizer, task, audit.prefix_len, header, frames)
+    prepare = partial(_prepare, tokenizer, task, audit.prefix_len, header, frames, trained_len)
+    training_texts = {c: tuple(r.mem_text for r in cs.train) for c, cs in enumerate(data.clients)}
+    dedup = data.ground_truth.get("dedup") or {}
+    trained = TrainedText([t for texts in training_texts.values() for t in texts] + list(data.public_corpus),
+                          dedup["threshold"] if dedup.get("mode") == "near" else None)
+    heldout_trained = {c: {r.mem_text for r in cs.test if r.mem_text in trained} for c, cs in enumerate(data.clients)}
 
     train = {c: _pick(cs.train, audit.samples_per_client, c, "train", "audit.samples_per_client", rng, min_tokens,
                       prepare)
              for c, cs in enumerate(data.clients)}
-    test = {c: _pick(cs.test, audit.test_per_client, c, "test", "audit.test_per_client", rng, min_tokens, prepare)
+    test = {c: _pick(cs.test, audit.test_per_client, c, "test", "audit.test_per_client", rng, min_tokens, prepare,
+                     heldout_trained[c])
             for c, cs in enumerate(data.clients)}
+    pools = {"train": train, "test": test}
     return AuditRun(
         train=train,
         test=test,
@@ -121,33 +136,45 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int) -> Aud
         task_config=task,
         public_texts=tuple(data.public_corpus),
         train_frame=next((frames[s.id] for c in sorted(train) for s in train[c] if s.id in frames), None),
+        training_texts=training_texts,
+        heldout_trained={c: len(texts) for c, texts in heldout_trained.items()},
+        cut_at_trained_length={c: {split: sum(s.train_cut > 0 for s in pool[c]) for split, pool in pools.items()}
+                               for c in train},
     )
 
 
 def draw(samples: list[AuditSample], n: int, min_suffix: int = 0) -> tuple[list[AuditSample], int]:
     """(the draw, the samples passed over for a short suffix) of one client's pool, for a method whose rates must
-    describe the data: the first n samples in the pool's seeded order with at least ``min_suffix`` suffix tokens,
-    canaries left out (the pool always holds them; a rate over planted, repeated secrets would describe them)."""
+    describe the data: the first n samples in the pool's seeded order with at least ``min_suffix`` suffix tokens that
+    training saw, canaries left out (the pool always holds them; a rate over planted, repeated secrets would describe
+    them)."""
     out, short = [], 0
     for s in samples:
         if "canary" in s.tags or len(out) >= n:
             continue
-        if len(s.suffix_ids) >= min_suffix:
+        if s.trained_suffix_len >= min_suffix:
             out.append(s)
         else:
             short += 1
     return out, short
 
 
+def canaries(samples: list[AuditSample]) -> list[AuditSample]:
+    """The planted canaries of one client's pool (audited apart from its ordinary samples)."""
+    return [s for s in samples if "canary" in s.tags]
+
+
 def check_supply(run: AuditRun, needs: dict[str, dict[str, int]]) -> None:
-    """Every method's per-client sample needs (``{method: {split: n}}``) against what the pool holds."""
+    """Every method's per-client sample needs (``{method: {split: n}}``, ordinary samples) against what the pool
+    holds."""
     for name, need in needs.items():
         for split, n in need.items():
             pool = run.train if split == "train" else run.test
             for client, samples in pool.items():
-                if len(samples) < n:
+                have = len(samples) - len(canaries(samples))
+                if have < n:
                     raise ValueError(f"audit.{name} audits {n} {split} samples per client, but client {client} "
-                                     f"supplies {len(samples)}: lower audit.{name}'s size")
+                                     f"supplies {have}: lower audit.{name}'s size")
 
 
 def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str = "") -> AuditRun:
@@ -169,9 +196,8 @@ def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str 
                              f"train samples with {min_suffix} suffix tokens{whose}: lower audit.common_draw or raise "
                              "audit.samples_per_client")
         ids = {s.id for s in chosen}
-        canaries = [s for s in samples if "canary" in s.tags]
         rest = [s for s in samples if "canary" not in s.tags and s.id not in ids]
-        train[client] = canaries + chosen + rest
+        train[client] = canaries(samples) + chosen + rest
         common[client] = tuple(s.id for s in chosen)
     return replace(run, train=train, common_draw=common)
 

@@ -3,13 +3,13 @@
 MR's protocol (SPEC §3, steps 3-5) takes a text (a generation), retrieves each client's top-n' suffixes by BM25 and
 types every (text, suffix) pair with the PAN2014 detector. :class:`SuffixMatcher` holds the indexes and the detector
 and runs that step for any list of texts, so the same step serves the paper's MR (generations from training
-prefixes), MR's control (generations from held-out prefixes) and two figures that need no model (SPEC §3b):
+prefixes), MR's control (generations from held-out prefixes, and the training prefixes' own record left out, SPEC
+§3b) and the data's **floor**, which needs no model: the held-out texts' own true continuations matched as if they
+were generations, the MR any writer of this data scores without having memorized a record.
 
-- the data's **floor**: the held-out texts' own true continuations matched as if they were generations, the MR any
-  writer of this data scores without having memorized a record;
-- **shared passages**: each indexed suffix matched against the other clients' indexes and the public share; a
-  verbatim run of at least 50 characters found there is shared text (boilerplate), and a hit whose matched suffix
-  text lies mostly in shared passages is labelled shared, the rest distinctive.
+Hits on shared text: each indexed suffix's shared passages (``fedmem.audit.shared_text``, found by exact search over
+every client's training split and the public share) are marked once per run; a hit whose matched suffix text lies
+mostly in them is labelled shared, the rest distinctive.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from fedmem.audit.detector import CATEGORIES, Detection, PlagiarismDetector
 from fedmem.audit.mr_stats import mr_figures
+from fedmem.audit.shared_text import Passage, shared_passages
 from fedmem.audit.suffix_index import IndexConfig, query_terms, suffix_index
 
 # A hit is shared when more than this share of the suffix characters it matched lie in shared passages.
@@ -41,6 +42,28 @@ def covered(spans: list[tuple[int, int]], within: list[tuple[int, int]]) -> int:
     return sum(max(0, min(b, d) - max(a, c)) for a, b in spans for c, d in within)
 
 
+def matched_shared(det: Detection, passages: list[Passage]) -> bool:
+    """Whether a detection matched shared text: more than half of the suffix characters its cases cover lie in the
+    suffix's shared ``passages``."""
+    spans = merge_spans([(c.susp_start, c.susp_end) for c in det.cases])
+    total = sum(b - a for a, b in spans)
+    return total > 0 and covered(spans, [(p.start, p.end) for p in passages]) > SHARED_COVER * total
+
+
+def top_ranked(owners: list[tuple[int, int, int]], k: int, leave_out: dict[int, tuple[int, int]] | None = None
+               ) -> list[tuple[int, int, int]]:
+    """The first ``k`` retrieved suffixes of each (text, client) in :meth:`SuffixMatcher.retrieve`'s rank order,
+    text i's ``leave_out[i]`` (client, suffix) passed over, so that the next one takes its place."""
+    taken: Counter = Counter()
+    out = []
+    for i, c, doc in owners:
+        if (leave_out and leave_out.get(i) == (c, doc)) or taken[i, c] >= k:
+            continue
+        taken[i, c] += 1
+        out.append((i, c, doc))
+    return out
+
+
 @dataclass
 class Matches:
     """What a list of texts matched: per category (and ``any``), for each text the set of clients hit; per text its
@@ -52,6 +75,11 @@ class Matches:
     pairs: int = 0
 
 
+def empty_hits(n: int) -> dict[str, list[set[int]]]:
+    """Per category (and ``any``), an empty set of clients for each of ``n`` texts."""
+    return {cat: [set() for _ in range(n)] for cat in (*CATEGORIES, "any")}
+
+
 @dataclass
 class SuffixMatcher:
     """Every client's training suffixes (``suffixes[k]``: client k's suffix texts), indexed once; ``match`` runs MR's
@@ -61,8 +89,7 @@ class SuffixMatcher:
     detector: PlagiarismDetector
     top_k: int = 10
     index_cfg: IndexConfig = field(default_factory=IndexConfig)
-    shared: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # (k, doc) -> shared spans
-    in_public: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)  # those the public holds
+    shared: dict[tuple[int, int], list[Passage]] = field(default_factory=dict)  # (k, doc) -> its shared passages
 
     def __post_init__(self):
         self.indexes = {k: suffix_index(texts, self.index_cfg, name=f"c{k}") for k, texts in self.suffixes.items()}
@@ -75,13 +102,14 @@ class SuffixMatcher:
         for ix in self.indexes.values():
             ix.close()
 
-    def retrieve(self, texts: list[str], clients=None) -> list[tuple[int, int, int]]:
-        """(text number, client, suffix index) of every retrieved suffix: each text's top-k in each client's index."""
+    def retrieve(self, texts: list[str], clients=None, k: int | None = None) -> list[tuple[int, int, int]]:
+        """(text number, client, suffix index) of every retrieved suffix: each text's top ``k`` (default n') in each
+        client's index, client by client, text by text, in rank order."""
         terms = [query_terms(t) for t in texts]  # each text analysed once, whatever the number of indexes
         out = []
-        for k in clients if clients is not None else self.clients:
-            for i, found in enumerate(self.indexes[k].search_terms(terms, self.top_k)):
-                out += [(i, k, doc) for doc, _score in found]
+        for c in clients if clients is not None else self.clients:
+            for i, found in enumerate(self.indexes[c].search_terms(terms, k or self.top_k)):
+                out += [(i, c, doc) for doc, _score in found]
         return out
 
     def detect(self, pairs: list[tuple[str, str]], bars=None, label: str = "detector") -> list[Detection]:
@@ -104,8 +132,7 @@ class SuffixMatcher:
 
     def collect(self, n_texts: int, owners: list[tuple[int, int, int]], detections: list[Detection]) -> Matches:
         """The hits per category of ``n_texts`` texts from their retrieved suffixes' detections."""
-        hits = {cat: [set() for _ in range(n_texts)] for cat in (*CATEGORIES, "any")}
-        distinctive = {cat: [set() for _ in range(n_texts)] for cat in (*CATEGORIES, "any")}
+        hits, distinctive = empty_hits(n_texts), empty_hits(n_texts)
         matched: list[list] = [[] for _ in range(n_texts)]
         for (i, k, doc), det in zip(owners, detections):
             if det.category not in CATEGORIES:
@@ -118,54 +145,31 @@ class SuffixMatcher:
         return Matches(hits, matched, distinctive, len(owners))
 
     def is_shared(self, k: int, doc: int, det: Detection) -> bool:
-        """Whether a hit on suffix ``doc`` of client ``k`` matched shared text: more than half of the suffix
-        characters its cases cover lie in that suffix's shared passages."""
-        spans = merge_spans([(c.susp_start, c.susp_end) for c in det.cases])
-        total = sum(b - a for a, b in spans)
-        return total > 0 and covered(spans, self.shared.get((k, doc), [])) > SHARED_COVER * total
+        """Whether a hit on suffix ``doc`` of client ``k`` matched shared text (:func:`matched_shared`)."""
+        return matched_shared(det, self.shared.get((k, doc), []))
 
-    def find_shared(self, public_texts: tuple[str, ...] = (), bars=None) -> None:
-        """Mark the shared passages of every indexed suffix: verbatim runs (at least the detector's verbatim length)
-        that another client's indexed suffixes, or the public share, also hold. Once per run."""
-        public = suffix_index(list(public_texts), self.index_cfg, name="public") if public_texts else None
-        try:
-            for k in self.clients:
-                texts = self.suffixes[k]
-                owners = self.retrieve(texts, [c for c in self.clients if c != k])
-                pairs = self.pairs(texts, owners)
-                if public is not None:
-                    found = public.search_terms([query_terms(t) for t in texts], self.top_k)
-                    pub = [(i, doc) for i, hits in enumerate(found) for doc, _ in hits]
-                    owners += [(i, -1, doc) for i, doc in pub]
-                    pairs += [(texts[i], public_texts[doc]) for i, doc in pub]
-                spans: dict[int, list] = {}
-                public_spans: dict[int, list] = {}
-                for (i, c, _doc), det in zip(owners, self.detect(pairs, bars, f"shared text, client {k}")):
-                    if det.category == "verbatim":  # the cases are the common word runs, on the query's side
-                        runs = [(case.src_start, case.src_end) for case in det.cases]
-                        spans.setdefault(i, []).extend(runs)
-                        if c == -1:
-                            public_spans.setdefault(i, []).extend(runs)
-                for i, s in spans.items():
-                    self.shared[(k, i)] = merge_spans(s)
-                    in_public = merge_spans(public_spans.get(i, []))
-                    self.in_public[(k, i)] = [span for span in self.shared[(k, i)] if covered([span], in_public)]
-        finally:
-            if public is not None:
-                public.close()
+    def mark_shared(self, training: dict[int, tuple[str, ...]], public: tuple[str, ...] = (),
+                    extra: list[tuple[int, str]] = ()) -> list[list[Passage]]:
+        """Mark every indexed suffix's shared passages: runs of at least 50 characters that the training texts of
+        another client (``training``: every client's, whole) or the public share also hold. Once per run. Returns
+        the shared passages of the ``extra`` (owner client, text) pairs, found in the same search."""
+        keys = [(k, doc) for k in self.clients for doc in range(len(self.suffixes[k]))]
+        found = shared_passages([(k, self.suffixes[k][doc]) for k, doc in keys] + list(extra), training, public)
+        self.shared = {key: passages for key, passages in zip(keys, found) if passages}
+        return found[len(keys):]
 
     def shared_passages(self, limit: int = 20) -> list[dict]:
         """The shared passages, most frequent first: their text (whitespace normalised), how many indexed suffixes
-        hold them, of which clients, and whether the public share holds them too."""
+        hold them, which clients' training texts hold them, and whether the public share holds them too."""
         held: Counter = Counter()
         clients: dict[str, set[int]] = {}
         public: set[str] = set()
-        for (k, doc), spans in self.shared.items():
-            for a, b in spans:
-                text = " ".join(self.suffixes[k][doc][a:b].split())
+        for (k, doc), passages in self.shared.items():
+            for p in passages:
+                text = " ".join(self.suffixes[k][doc][p.start:p.end].split())
                 held[text] += 1
-                clients.setdefault(text, set()).add(k)
-                if (a, b) in self.in_public.get((k, doc), []):
+                clients.setdefault(text, set()).update(p.clients)
+                if p.public:
                     public.add(text)
         return [{"text": t, "suffixes": n, "clients": sorted(clients[t]), "public": t in public}
                 for t, n in held.most_common(limit)]
@@ -173,8 +177,8 @@ class SuffixMatcher:
     def shared_suffixes(self) -> dict[int, int]:
         """Per client, how many of its indexed suffixes hold a shared passage."""
         out = {k: 0 for k in self.clients}
-        for (k, _doc), spans in self.shared.items():
-            out[k] += bool(spans)
+        for (k, _doc), passages in self.shared.items():
+            out[k] += bool(passages)
         return out
 
 

@@ -90,10 +90,17 @@ class TrainingFrame:
         return TrainingForm(tuple(ids[:cut]), tuple(ids[cut:end]), text[:covered])
 
 
-def with_training_form(sample: AuditSample, form: TrainingForm) -> AuditSample:
-    """``sample`` carrying its training-context form."""
-    return replace(sample, train_context_ids=form.context_ids, train_suffix_ids=form.suffix_ids,
-                   train_prefix_text=form.prefix_text)
+def with_training_form(sample: AuditSample, form: TrainingForm, trained_len: int | None = None) -> AuditSample:
+    """``sample`` carrying its training-context form, cut where training cut the record (its first ``trained_len``
+    ids, ``model.max_seq_len``; None: nothing cut): the suffix keeps only the tokens training saw, and a sample whose
+    prefix itself was cut keeps none (``train_cut`` counts what went, SPEC §6)."""
+    context, suffix, cut = form.context_ids, form.suffix_ids, 0
+    if trained_len is not None and len(context) + len(suffix) > trained_len:
+        kept = max(0, trained_len - len(context))
+        cut = len(sample.suffix_ids) if kept == 0 else len(suffix) - kept
+        suffix = suffix[:kept]
+    return replace(sample, train_context_ids=context, train_suffix_ids=suffix, train_prefix_text=form.prefix_text,
+                   train_cut=cut)
 
 
 def check_training_forms(samples, key: str) -> None:

@@ -34,11 +34,12 @@ from fedmem.reports.pages import (
 )
 
 
-def audit_pool(cfg: ExperimentConfig, data, tokenizer) -> tuple:
+def audit_pool(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None = None) -> tuple:
     """(the run's audit pool, each enabled method's config): the pool built and checked against what every method
     audits, so that a pool the data cannot fill fails here, before anything is written. The pool carries the
-    common draw (``audit.common_draw``), which every method that decides per train sample must audit."""
-    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
+    common draw (``audit.common_draw``), which every method that decides per train sample must audit.
+    ``trained_len``: the length training cuts a record at (None: a model fedmem did not train)."""
+    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed, trained_len)
     configs = method_configs(cfg)
     check_supply(run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
     suffix = {name: AUDIT_METHODS[name].min_suffix(c) for name, c in configs.items()}

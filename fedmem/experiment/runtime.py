@@ -62,7 +62,7 @@ def base_model(cfg: ExperimentConfig):
 def run_audit_pool(cfg: ExperimentConfig) -> tuple:
     """(the run's audit pool, each enabled method's config), checked against every method's needs and built once per
     process: the preflight's pool is the one the auditor audits."""
-    return _cached("pool", cfg, lambda: audit_pool(cfg, federated_data(cfg), base_model(cfg)[1]))
+    return _cached("pool", cfg, lambda: audit_pool(cfg, federated_data(cfg), base_model(cfg)[1], sequence_length(cfg)))
 
 
 def fresh_lora_model(cfg: ExperimentConfig):
@@ -263,6 +263,9 @@ def data_check(cfg: ExperimentConfig) -> str:
         lines = [f"{len(run.clients)} clients (train/test records: "
                  + ", ".join(f"{names[c]} {len(s.train)}/{len(s.test)}" for c, s in zip(run.clients, data.clients))
                  + f"); public share {len(data.public_corpus)} texts",
+                 "Held-out texts left out as training text (their normalized text, or under near dedup a near "
+                 "duplicate, is in a training split or the public share): "
+                 + ", ".join(f"{names[c]} {run.heldout_trained.get(c, 0)}" for c in run.clients),
                  f"MR's floor: {mr_cfg.heldout_size} held-out texts per client, their true continuations matched as "
                  f"generations against {mr_cfg.n} training suffixes per client (top {mr_cfg.top_k}, the detector)"]
         for text, figures in (("all text", mr.floor["all"]), ("distinctive text", mr.floor["distinctive"])):

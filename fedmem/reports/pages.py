@@ -162,8 +162,11 @@ def train_rows(train_log: dict | list) -> list[dict]:
 
 
 def client_table(run) -> list[dict]:
-    """``[{"id", "name", "train_size"}]``: every client of the run, in id order."""
-    return [{"id": c, "name": run.client_names[c], "train_size": run.train_sizes[c]} for c in run.clients]
+    """``[{"id", "name", "train_size", ...}]``: every client of the run, in id order, with what its audit pool left
+    out: held-out texts that are training text, and samples training cut at the trained length."""
+    return [{"id": c, "name": run.client_names[c], "train_size": run.train_sizes[c],
+             "heldout_trained": run.heldout_trained.get(c, 0),
+             "cut_at_trained_length": run.cut_at_trained_length.get(c, {})} for c in run.clients]
 
 
 def _note(reveal: bool) -> list[str]:

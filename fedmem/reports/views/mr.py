@@ -25,6 +25,9 @@ def _cell_text(text: str, spans: list[list[int]] = ()) -> str:
     return " ".join("".join(parts).split()).replace("|", "\\|")
 
 
+KIND_LABELS = {"combined": "own or other record", "own": "own record", "other": "other records"}
+
+
 @register_view("mr")
 class MemorizationRatioView(View):
     panels = (
@@ -92,29 +95,37 @@ class MemorizationRatioView(View):
         return lines
 
     def _control_table(self, section: dict) -> list[str]:
-        """The control beside the paper's MR: training prefixes, held-out prefixes, the excess, the data's floor;
-        on all text and on distinctive text (any category)."""
+        """The control beside the paper's MR, on exchangeable arms: training prefixes, held-out prefixes, the excess,
+        for hits on the prefix's own record, on other records and either; on all text and on distinctive text (any
+        category), the data's floor beside the other-record rows (no held-out text's own continuation is indexed)."""
         control = section.get("control")
         if not control:
             return ["No held-out control ran (audit.mr.heldout=0): the figures below cannot tell memorized records "
                     "from fluent text in the clients' style.", ""]
         floor = control.get("floor") or {}
         rows = []
-        for text, figures in (("all text", control), ("distinctive text", control["distinctive"])):
-            train, held, ex = figures["train"]["any"], figures["heldout"]["any"], figures["excess"]["any"]
-            fl = (floor.get("all" if figures is control else "distinctive") or {}).get("any")
+        for kind, text in (("combined", "all"), ("own", "all"), ("other", "all"), ("combined", "distinctive"),
+                           ("other", "distinctive")):
+            arm = control[kind][text]
+            train, held, ex = arm["train"]["any"], arm["heldout"]["any"], arm["excess"]["any"]
+            fl = (floor.get(text) or {}).get("any") if kind == "other" else None
             for f, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total")):
-                if train[f] is None:
+                if train[f] is None or (kind == "own" and f != "intra"):  # a prefix's own record is its client's
                     continue
                 cells = [pct_ci(train[f], train[f"{f}_ci95"]), pct_ci(held[f], held[f"{f}_ci95"]),
-                         pts_ci(ex[f]["diff"], ex[f]["ci95"]), pct_ci(fl[f], fl[f"{f}_ci95"]) if fl else "n/a"]
-                rows.append(f"| {label}, {text} | " + " | ".join(cells) + " |")
+                         pts_ci(ex[f]["diff"], ex[f]["ci95"]), pct_ci(fl[f], fl[f"{f}_ci95"]) if fl else ""]
+                rows.append(f"| {label}, {KIND_LABELS[kind]}, {text} text | " + " | ".join(cells) + " |")
+        trained = sum(control.get("heldout_trained") or [])
         return [f"MR's control: the same protocol from {sum(control['heldout_n'])} held-out prefixes (texts the model "
-                "never trained on) against the same training-suffix indexes. The **excess** (training − held-out "
-                "prefixes, Newcombe's 95% interval) is what memorization adds; the floor is the MR of the held-out "
-                "texts' own true continuations, which any writer of this data scores without memorizing a record. "
-                "Distinctive text leaves out hits on passages that other clients or the public share also hold.", "",
-                "| figure | training prefixes (the paper's MR) | held-out prefixes | excess | floor (data) |",
+                "never trained on) against the same training-suffix indexes, on exchangeable arms: every hit is on the "
+                "prefix's **own record** (its generation typed against its own true continuation, on both arms) or on "
+                "**other records** (each index's top n' with the prefix's own suffix left out). The **excess** "
+                "(training − held-out prefixes, Newcombe's 95% interval) is what memorization adds; the floor is the "
+                "MR of the held-out texts' own true continuations against other records, which any writer of this "
+                "data scores without memorizing a record. Distinctive text leaves out hits on passages that two or "
+                "more clients or the public share hold. Ordinary records only: the planted canaries have a table of "
+                f"their own. Held-out texts left out as training text: {trained}.", "",
+                "| figure | training prefixes | held-out prefixes | excess | floor (data) |",
                 "|---|---|---|---|---|", *rows, ""]
 
     def _shared_lines(self, section: dict) -> list[str]:
@@ -140,8 +151,9 @@ class MemorizationRatioView(View):
             return pct_ci(section[figure][cat], (unc.get(cat, {}).get(figure) or {}).get("ci95"))
 
         lines = [*self._control_table(section),
-                 "The paper's MR(j→k), any category: the share of client j's sampled prefixes whose generation the "
-                 "detector matched to one of client k's suffixes (95% Wilson intervals in brackets).", "",
+                 "The paper's MR(j→k), any category, as the paper computes it (each index holds the audited prefixes' "
+                 "own continuations): the share of client j's sampled ordinary prefixes whose generation the detector "
+                 "matched to one of client k's top-10 suffixes (95% Wilson intervals in brackets).", "",
                  *self._matrix_table(section), "",
                  f"| category | MR_Intra | MR_Inter | {total} |", "|---|---|---|---|",
                  *[f"| {cat} | {cell(cat, 'intra')} | {cell(cat, 'inter')} | {cell(cat, 'total')} |"
@@ -152,10 +164,13 @@ class MemorizationRatioView(View):
         lines += self._shared_lines(section)
         gt = section.get("ground_truth", {}).get("canary_by_copies")
         if gt:
-            lines += ["", "Canaries by copies: prefixes whose generation hit their own client, and generations that "
+            lines += ["", "Planted canaries, by copies, apart from every rate above: canaries whose generation matched "
+                      "their own record (typed against it directly; canaries are in no index), and generations that "
                       "leak a secret record or phone number.", "",
-                      "| copies | canaries | verbatim hit | any hit | secret leaked |", "|---|---|---|---|---|"]
-            lines += [f"| {c} | {v['n']} | {v['verbatim']} | {v['any']} | {v.get('secret_leaked', 0)} |"
+                      "| copies | canaries | own record verbatim | own record, any category | secret leaked | "
+                      "incoherent |", "|---|---|---|---|---|---|"]
+            lines += [f"| {c} | {v['n']} | {v['verbatim']} | {v['any']} | {v.get('secret_leaked', 0)} | "
+                      f"{v.get('incoherent', 0)} |"
                       for c, v in sorted(gt.items(), key=lambda kv: canary_group_order(kv[0]))]
         if section.get("examples"):
             lines += ["", "Examples (a few per category and client pair):", "",
@@ -204,9 +219,14 @@ class MemorizationRatioView(View):
                         "fluent text in the clients' style produces as well")
         first_total = (f" (first audited round: MR_Total {pts_ci(f['excess_total'], f.get('excess_total_ci95'))})"
                        if "excess_total" in f else "")
-        return [f"**Memorization ratio, excess over held-out prefixes.** {excesses('excess_')}{first_total}: "
-                f"{verdict}. On distinctive text: {excesses('distinctive_excess_')}. The data's floor (held-out texts' "
-                f"true continuations): MR_Total {pct_ci(h.get('floor_total'), h.get('floor_total_ci95'))}.", ""]
+        own = (f"own record: MR_Intra {pts_ci(h['excess_own_intra'], h.get('excess_own_intra_ci95'))}"
+               if "excess_own_intra" in h else "")
+        return [f"**Memorization ratio, excess over held-out prefixes** (ordinary records, hits on the prefix's own "
+                f"record or other records, drawn and matched alike on both arms). {excesses('excess_')}{first_total}: "
+                f"{verdict}. Split by record: {own}; other records (the cross-sample memorization the paper is "
+                f"about): {excesses('excess_other_')}. On distinctive text: {excesses('distinctive_excess_')}. The "
+                f"data's floor (held-out texts' true continuations): MR_Total "
+                f"{pct_ci(h.get('floor_total'), h.get('floor_total_ci95'))}.", ""]
 
     def summary(self, first: dict, last: dict) -> str:
         h = last["headline"]
