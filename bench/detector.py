@@ -27,8 +27,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from references import seed_rule_categories
 
-from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
-from fedmem.audit.detector.detector import STAGES
+from fedmem.audit.mr.detector import DetectorConfig, PlagiarismDetector
+from fedmem.audit.mr.detector.detector import STAGES
 
 # -- a small sentence grammar per domain (shared vocabulary makes retrieved suffixes topical) ---------------
 DOMAINS = {

@@ -22,7 +22,8 @@ from fedmem.cli import run_experiment
 from fedmem.config.compose import compose_dict
 from fedmem.config.experiment import from_dict
 from fedmem.engine.model.load import adapter_state
-from fedmem.experiment.runtime import client_round, fresh_lora_model
+from fedmem.experiment.loading import fresh_lora_model
+from fedmem.experiment.training import client_round
 
 
 def main() -> None:

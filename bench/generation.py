@@ -31,12 +31,8 @@ from fedmem.config.experiment import from_dict  # noqa: E402
 from fedmem.engine.config import Decoding  # noqa: E402
 from fedmem.engine.generation import generate_batched  # noqa: E402
 from fedmem.engine.model.load import load_adapter_state  # noqa: E402
-from fedmem.experiment.runtime import (  # noqa: E402
-    fresh_lora_model,
-    make_auditor,
-    run_audit_pool,
-    saved_adapter,
-)
+from fedmem.experiment.auditor import make_auditor, saved_adapter
+from fedmem.experiment.loading import audit_plan, fresh_lora_model
 
 BACKENDS = {"transformers": 256, "fedmem": "auto"}  # backend: generation_batch_size
 SIDES = {"before": ["audit.generation_backend=transformers", "audit.generation_batch_size=256",
@@ -63,7 +59,7 @@ def greedy_check(state: dict, overrides: list[str], k: int) -> str:
         cfg = from_dict({**compose_dict([*overrides, "train.progress=false"]), "run_dir": tmp})
         model, tokenizer = fresh_lora_model(cfg)
         load_adapter_state(model, state)
-        run = run_audit_pool(cfg)[0]
+        run = audit_plan(cfg)[0]
         prompts = [s.prompt_ids for c in run.clients for s in run.train[c]][:k]
         cap = cfg.audit.sections["mr"].max_new_tokens
         outs = {b: generate_batched(model, tokenizer, prompts, cap, decoding=Decoding("greedy"),

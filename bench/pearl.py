@@ -18,9 +18,9 @@ import time
 import numpy as np
 import torch
 
-from fedmem.audit.base import AuditRun, RoundContext
+from fedmem.audit.base import AuditedModel, AuditPool
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
-from fedmem.audit.samples import header_ids, text_sample
+from fedmem.audit.pool import header_ids, text_sample
 from fedmem.engine.config import Decoding
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "pe", "da", "gu", "ri", "an", "el", "or", "us",
@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=10, help="outputs per intensity")
     ap.add_argument("--prefix", type=int, default=30)
     ap.add_argument("--suffix", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=32, help="RoundContext.generation_batch_size (sequences per pass)")
+    ap.add_argument("--batch-size", type=int, default=32, help="AuditedModel.generation_batch_size (sequences per pass)")
     ap.add_argument("--perturbation", default="bitflip")
     ap.add_argument("--baseline-samples", type=int, default=1, help="samples generated one prompt per call")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
@@ -72,7 +72,7 @@ def main() -> None:
                 k += 4
                 ids = tok(text, add_special_tokens=False)["input_ids"]
                 dest.append(text_sample(tok, ids, header, args.prefix, c, split, i, args.suffix))
-    run = AuditRun(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
+    run = AuditPool(train=train, test=test, train_sizes={c: args.n for c in train}, tokenizer=tok,
                    decoding=Decoding(), prefix_len=args.prefix, prompt_header=header, seed=0)
     setup_s = time.perf_counter() - t0
     print(f"setup (tokenizer, model, samples): {setup_s:.1f}s; torch threads {torch.get_num_threads()}")
@@ -83,9 +83,9 @@ def main() -> None:
     t0 = time.perf_counter()
     method = PearlSensitivity(cfg, run)
     build_s = time.perf_counter() - t0
-    ctx = RoundContext(run=run, round=1, model=model, generation_batch_size=args.batch_size)
+    audited = AuditedModel(pool=run, round=1, model=model, generation_batch_size=args.batch_size)
     t0 = time.perf_counter()
-    section = method.audit(ctx)
+    section = method.audit(audited)
     audit_s = time.perf_counter() - t0
     tm = section["seconds"]
     n_samples = section["n_members"] + section["n_nonmembers"]
@@ -98,10 +98,10 @@ def main() -> None:
     print(f"  split: perturb {tm['perturb']:.2f}s | generate {tm['generate']:.2f}s | score {tm['score']:.2f}s | "
           f"mia {tm['mia']:.2f}s | other {total - tm['perturb'] - tm['generate'] - tm['score'] - tm['mia']:.2f}s")
 
-    # Baseline, same run: the same requests for a few samples, one ctx.generate call per prompt.
+    # Baseline, same run: the same requests for a few samples, one audited.generate call per prompt.
     m = max(1, min(args.baseline_samples, len(method.prompts)))
     prompts = [p for row in method.prompts[:m] for p in row]
-    base_ctx = RoundContext(run=run, round=1, model=model, generation_batch_size=args.batch_size)
+    base_ctx = AuditedModel(pool=run, round=1, model=model, generation_batch_size=args.batch_size)
     t0 = time.perf_counter()
     for p in prompts:
         base_ctx.generate([p], max_new_tokens=args.suffix, num_samples=args.samples)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedmem.audit.detector import Detection
-from fedmem.audit.detector.ner import entity_sets, load_ner
-from fedmem.audit.detector.preprocess import vectorize
-from fedmem.audit.detector.seeding import batch_seeds
+from fedmem.audit.mr.detector import Detection
+from fedmem.audit.mr.detector.ner import entity_sets, load_ner
+from fedmem.audit.mr.detector.preprocess import vectorize
+from fedmem.audit.mr.detector.seeding import batch_seeds
 
 
 def zipf_texts(rng: np.random.Generator, n: int, lo: int, hi: int, vocab: np.ndarray) -> list[str]:
@@ -24,7 +24,7 @@ def zipf_texts(rng: np.random.Generator, n: int, lo: int, hi: int, vocab: np.nda
 
 def stored_length(n: int) -> int:
     """The document length Lucene stores, from its definition rather than from ``SmallFloat``'s bit layout (so it
-    checks ``fedmem.audit.lucene`` independently): exact below 24; beyond, 24 + (n − 24) with only its four
+    checks ``fedmem.audit.mr.lucene`` independently): exact below 24; beyond, 24 + (n − 24) with only its four
     leading bits kept, the rest rounded down."""
     if n < 24:
         return n

@@ -22,7 +22,7 @@ import numpy as np
 from rank_bm25 import BM25
 from references import lucene_top_k, stored_length, zipf_texts
 
-from fedmem.audit.suffix_index import analyze, query_terms, suffix_index
+from fedmem.audit.mr.suffix_index import analyze, query_terms, suffix_index
 
 
 class LuceneBM25(BM25):

@@ -46,7 +46,9 @@ from fedmem.config.experiment import from_dict
 from fedmem.engine.generation import generate_batched
 from fedmem.engine.model.load import adapter_state, load_adapter_state
 from fedmem.engine.train import train_local
-from fedmem.experiment.runtime import fresh_lora_model, make_auditor, train_examples
+from fedmem.experiment.auditor import make_auditor
+from fedmem.experiment.loading import fresh_lora_model
+from fedmem.experiment.training import train_examples
 
 TRAIN_PER_CLIENT = 4400  # >= 4,000 distinct samples long enough to audit (canaries repeat)
 

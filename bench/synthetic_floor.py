@@ -3,9 +3,9 @@ already matches training suffixes under MR's retrieval and detector, with no mod
 
     python bench/synthetic_floor.py [--seed 0] [--clients 3] [--train 600] [--test 600]
 
-Per client j, its held-out records' memorization texts are split as the audit splits them (``build_audit_run``:
+Per client j, its held-out records' memorization texts are split as the audit splits them (``build_audit_pool``:
 the first 30 tokens of the tiny preset's tokenizer, trained on the public corpus, are the prefix); the true
-continuation goes through MR's matching step (``fedmem.audit.suffix_match``: top-10 BM25 over each client's
+continuation goes through MR's matching step (``fedmem.audit.mr.suffix_match``: top-10 BM25 over each client's
 ``--train`` training suffixes, drawn as the audit draws them, and the PAN2014 detector), as if a model had generated
 it. Own-client floor: the share of j's held-out texts with a hit in j's index (MR_Intra's figure); other-client
 floor: the share with a hit in another client's index, averaged over the other clients (MR_Inter's). Ordinary and
@@ -23,12 +23,12 @@ def audit_split(fd, seed: int, train: int, test: int) -> tuple[dict[int, list[st
     """Each client's training suffixes (``train`` records, drawn as the audit draws them) and the held-out texts
     (up to ``test`` per client) as (client, true continuation, ends in boilerplate)."""
     from fedmem.audit.config import AuditConfig
-    from fedmem.audit.samples import build_audit_run
+    from fedmem.audit.pool import build_audit_pool
     from fedmem.data import TaskConfig
     from fedmem.engine.model.tiny import train_tokenizer
 
     tok = train_tokenizer(fd.public_corpus, 2048)  # the tiny preset's tokenizer (vocab_size 2048)
-    run = build_audit_run(AuditConfig(samples_per_client=train, test_per_client=test), TaskConfig(name="dialog"),
+    run = build_audit_pool(AuditConfig(samples_per_client=train, test_per_client=test), TaskConfig(name="dialog"),
                           fd, tok, seed)
     suffixes = {c: [s.suffix_text for s in run.train[c][:train]] for c in run.train}
     held = [(c, s.suffix_text, bool(s.tags.get("generic"))) for c in run.test for s in run.test[c]]
@@ -38,8 +38,8 @@ def audit_split(fd, seed: int, train: int, test: int) -> tuple[dict[int, list[st
 def floor_figures(suffixes: dict[int, list[str]], held: list[tuple[int, str, bool]], sizes: dict[int, int]) -> dict:
     """``{"ordinary": ..., "boilerplate": ...}``: MR's figures (``suffix_match.data_floor``, hits of any category)
     over each kind of held-out text, with its number of texts."""
-    from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
-    from fedmem.audit.suffix_match import SuffixMatcher, data_floor
+    from fedmem.audit.mr.detector import DetectorConfig, PlagiarismDetector
+    from fedmem.audit.mr.suffix_match import SuffixMatcher, data_floor
 
     matcher = SuffixMatcher(suffixes, PlagiarismDetector(DetectorConfig()))
     try:

@@ -1,4 +1,4 @@
-"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment.runtime``.
+"""Flower ClientApp: one client's local LoRA training per round. Thin: the work is ``fedmem.experiment.training``.
 
 Only the adapter crosses the wire, both ways (clipped by Flower's mod first when the run's defense clips on the
 client). The train config the server sent goes to the round as it came
@@ -15,7 +15,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedmem.config import load_config
-from fedmem.experiment.runtime import check_partition, client_round
+from fedmem.experiment.training import check_partition, client_round
 from fedmem.federation.privacy import client_mod
 
 
@@ -27,7 +27,7 @@ def run_config(path: str):
 
 def make_client_app(config_path: str | None = None, round_fn=client_round) -> ClientApp:
     """A ClientApp for one resolved config. ``config_path=None``: read it from the run config (``flwr run``).
-    ``round_fn``: the local round (``fedmem.experiment.runtime.client_round``; tests wrap it to make a client fail)."""
+    ``round_fn``: the local round (``fedmem.experiment.training.client_round``; tests wrap it to make a client fail)."""
     def config_of(context: Context):
         return run_config(config_path or context.run_config["config-path"])
 

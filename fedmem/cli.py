@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         write_config(cfg, out)
         print(out.resolve())
     elif cmd == "data" and rest[:1] == ["check"]:
-        from fedmem.experiment.runtime import data_check
+        from fedmem.experiment.preflight import data_check
 
         try:
             cfg = from_dict(compose_dict(rest[1:]))  # nothing is written: no run directory

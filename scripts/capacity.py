@@ -29,20 +29,16 @@ import numpy as np
 import torch
 
 from fedmem.audit.intervals import wilson
+from fedmem.audit.pool import build_audit_pool
 from fedmem.audit.prior_aware import default_m
-from fedmem.audit.samples import build_audit_run
 from fedmem.config.compose import compose_dict
 from fedmem.config.experiment import from_dict
 from fedmem.engine.config import Decoding
 from fedmem.engine.generation import generate_batched
 from fedmem.engine.scoring import sequence_logprobs
 from fedmem.engine.train import train_local
-from fedmem.experiment.runtime import (
-    federated_data,
-    fresh_lora_model,
-    sequence_length,
-    train_examples,
-)
+from fedmem.experiment.loading import federated_data, fresh_lora_model, sequence_length
+from fedmem.experiment.training import train_examples
 
 
 def rate_ci(k: int, n: int) -> str:
@@ -79,7 +75,7 @@ def run_variant(overrides: list[str], epochs: int, every: int) -> None:
     model, tokenizer = fresh_lora_model(cfg)  # builds the offline base on a cache miss, with every core
     base_seconds = time.perf_counter() - t0
     torch.set_num_threads(cfg.simulation.torch_threads)  # then train as one client does
-    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
+    run = build_audit_pool(cfg.audit, cfg.task, data, tokenizer, cfg.seed)
     members = [s for c in run.clients for s in run.train[c]]
     others = [s for c in run.clients for s in run.test[c]]
     examples, truncated = train_examples(cfg, None)

@@ -14,8 +14,9 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
 from fedmem.config import ExperimentConfig, load_config
+from fedmem.experiment.auditor import training_auditor
 from fedmem.experiment.lifecycle import record_failure
-from fedmem.experiment.runtime import run_auditor
+from fedmem.federation.privacy import flower_wrapper, sampled_clients
 from fedmem.federation.rounds import (
     Reply,
     RoundFailedError,
@@ -24,7 +25,6 @@ from fedmem.federation.rounds import (
     last_line,
     participation,
 )
-from fedmem.federation.privacy import flower_wrapper, sampled_clients
 from fedmem.reports.pages import headline
 from server.adaptive_clipping import CORRECTED
 
@@ -83,7 +83,7 @@ def build_strategy(cfg: ExperimentConfig):
 def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
     """The rounds after ``start_round`` (0: a new run; k > 0: continue a run from its round-k adapter). Flower counts
     the continued rounds from 1, so clients receive the offset ("round-offset") and use the run's round numbers."""
-    auditor, initial = run_auditor(cfg, "fl", start_round)
+    auditor, initial = training_auditor(cfg, "fl", start_round)
     strategy = build_strategy(cfg)
 
     def evaluate(flower_round: int, arrays: ArrayRecord) -> MetricRecord:

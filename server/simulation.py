@@ -8,7 +8,7 @@ from flwr.simulation import run_simulation
 
 from clients.client_app import make_client_app
 from fedmem.config.experiment import ExperimentConfig
-from fedmem.experiment.runtime import client_cpus
+from fedmem.experiment.preflight import client_cpus
 from server.server_app import make_server_app
 
 

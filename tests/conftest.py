@@ -108,7 +108,7 @@ def smollm2_dir(cache_dir):
 @pytest.fixture(scope="session")
 def detector():
     """The PAN2014 detector with its defaults (MiniLM, spaCy), loaded once for every test that uses it."""
-    from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
+    from fedmem.audit.mr.detector import DetectorConfig, PlagiarismDetector
 
     return PlagiarismDetector(DetectorConfig())
 

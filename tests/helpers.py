@@ -13,9 +13,9 @@ import re
 import numpy as np
 import torch
 
-from fedmem.audit.base import AuditRun, AuditSample
-from fedmem.audit.samples import header_ids, text_sample
-from fedmem.audit.training_context import TrainingFrame, with_training_form
+from fedmem.audit.base import AuditPool, AuditSample
+from fedmem.audit.pool import header_ids, text_sample, with_training_form
+from fedmem.audit.training_context import TrainingFrame
 from fedmem.data.records import Record
 from fedmem.engine.batching import language_model_batch
 from fedmem.engine.config import Decoding
@@ -81,8 +81,8 @@ def make_sample(tokenizer, text: str, client: int, split: str, idx: int, prefix_
 
 
 def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, prefix_len: int = 24,
-             suffix_len: int = 24, seed: int = 0, decoding: Decoding | None = None) -> AuditRun:
-    """An AuditRun over seeded paragraphs; sample 0 of every client is tagged as a 4-copy canary."""
+             suffix_len: int = 24, seed: int = 0, decoding: Decoding | None = None) -> AuditPool:
+    """An AuditPool over seeded paragraphs; sample 0 of every client is tagged as a 4-copy canary."""
     train, test = {}, {}
     for c in range(n_clients):
         tr = texts(n_train, seed=100 + c)
@@ -90,7 +90,7 @@ def make_run(tokenizer, n_clients: int = 2, n_train: int = 3, n_test: int = 3, p
         train[c] = [make_sample(tokenizer, t, c, "train", i, prefix_len, suffix_len,
                                 {"canary": f"k{c}{i}", "copies": 4} if i == 0 else {}) for i, t in enumerate(tr)]
         test[c] = [make_sample(tokenizer, t, c, "test", i, prefix_len, suffix_len) for i, t in enumerate(te)]
-    return AuditRun(
+    return AuditPool(
         train=train, test=test, train_sizes={c: n_train for c in train}, tokenizer=tokenizer,
         decoding=decoding or Decoding(), prefix_len=prefix_len, prompt_header=header_ids(tokenizer), seed=seed,
         train_frame=text_frame(tokenizer),

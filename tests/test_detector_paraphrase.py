@@ -10,8 +10,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fedmem.audit.detector import DetectorConfig, MissingAssetError, PlagiarismDetector  # noqa: E402
-from fedmem.audit.detector.paraphrase import (  # noqa: E402
+from fedmem.audit.mr.detector import DetectorConfig, MissingAssetError, PlagiarismDetector  # noqa: E402
+from fedmem.audit.mr.detector.paraphrase import (  # noqa: E402
     MINILM_MIDPOINT,
     MINILM_SLOPE,
     CrossEncoderScorer,
@@ -149,7 +149,7 @@ def test_bfloat16_encoder_keeps_every_float32_decision(minilm):
     """bf16 moves cosines a little; pairs near a decision cosine are re-scored in float32, so the p > 0.5 and
     p > 0.99 decisions are float32's. Pairs straddle both thresholds: the labelled set around 0.5, identical and
     near-identical sentences around 0.99."""
-    from fedmem.audit.detector.paraphrase import minilm_cosine_at, resolve_encoder_dtype
+    from fedmem.audit.mr.detector.paraphrase import minilm_cosine_at, resolve_encoder_dtype
 
     s = "The committee postponed the vote until next week."
     close = [s.replace("until next week", "to next week"), s.replace("next week", "the following week")]

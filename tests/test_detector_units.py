@@ -12,23 +12,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedmem.audit.detector import (
+from fedmem.audit.mr.detector import (
     DetectorConfig,
     MissingAssetError,
     PlagiarismDetector,
     is_incoherent,
 )
-from fedmem.audit.detector import align as align_mod
-from fedmem.audit.detector import seeding as seeding_mod
-from fedmem.audit.detector import verbatim as verbatim_mod
-from fedmem.audit.detector.align import AlignedCase, extend, resolve_overlaps
-from fedmem.audit.detector.preprocess import (
+from fedmem.audit.mr.detector import align as align_mod
+from fedmem.audit.mr.detector import seeding as seeding_mod
+from fedmem.audit.mr.detector import verbatim as verbatim_mod
+from fedmem.audit.mr.detector.align import AlignedCase, extend, resolve_overlaps
+from fedmem.audit.mr.detector.preprocess import (
     Preprocessor,
     split_sentences,
     term_tokens,
     vectorize,
 )
-from fedmem.audit.detector.verbatim import common_runs
+from fedmem.audit.mr.detector.verbatim import common_runs
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from fedmem.audit import RoundContext
+from fedmem.audit import AuditedModel
 from fedmem.audit.exposure import Exposure, ExposureConfig, chance_exposure, exposure
 from tests.helpers import make_run, make_sample, memorize, tiny_model, tiny_tokenizer
 
@@ -41,9 +41,9 @@ def test_a_memorized_canary_ranks_first_and_an_unseen_one_does_not(canary_run):
     run, canary = canary_run
     method = Exposure(ExposureConfig(context="prompt"), run)
     model = tiny_model(run.tokenizer)
-    before = method.audit(RoundContext(run=run, round=0, model=model, merge_adapter=False))
+    before = method.audit(AuditedModel(pool=run, round=0, model=model, merge_adapter=False))
     memorize(model, [canary], steps=80)
-    after = method.audit(RoundContext(run=run, round=1, model=model, merge_adapter=False))
+    after = method.audit(AuditedModel(pool=run, round=1, model=model, merge_adapter=False))
     row = after["canaries"][0]
     assert row["candidates"] == 100 and row["rank"] == 1
     assert after["headline"]["exposure"] == pytest.approx(math.log2(100))

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pytest
 
-from fedmem.audit import AUDIT_METHODS, AuditMethod, Figure, RoundContext, register
+from fedmem.audit import AUDIT_METHODS, AuditedModel, AuditMethod, Figure, register
 from fedmem.audit.intervals import rate
 from fedmem.cli import main
 from fedmem.common.fields import check_fields, option
@@ -41,9 +41,9 @@ class Confident(AuditMethod):
     def samples_needed(cls, cfg: ConfidentConfig) -> dict[str, int]:
         return {"train": cfg.n}
 
-    def audit(self, ctx: RoundContext) -> dict:
-        samples = [s for c in self.run.clients for s in self.run.train[c][: self.cfg.n]]
-        log10_p = ctx.logprobs([(s.prompt_ids, s.suffix_ids[:16]) for s in samples]) / np.log(10)
+    def audit(self, audited: AuditedModel) -> dict:
+        samples = [s for c in self.pool.clients for s in self.pool.train[c][: self.cfg.n]]
+        log10_p = audited.logprobs([(s.prompt_ids, s.suffix_ids[:16]) for s in samples]) / np.log(10)
         k, n = int((log10_p > self.cfg.log10_p).sum()), len(samples)
         r = rate(k, n)
         return {"config": asdict(self.cfg), "headline": {"rate": r["rate"], "rate_ci95": r["ci95"],

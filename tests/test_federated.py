@@ -12,7 +12,8 @@ from fedmem.cli import run_experiment
 from fedmem.config.experiment import from_dict
 from fedmem.engine.model.load import adapter_state
 from fedmem.engine.train import train_local, trainable_params
-from fedmem.experiment.runtime import client_round, fresh_lora_model, run_centralized
+from fedmem.experiment.loading import fresh_lora_model
+from fedmem.experiment.training import client_round, run_centralized
 from fedmem.federation.fedprox import proximal_term
 from fedmem.federation.strategies import strategy_named
 from tests.conftest import ray_processes, report_schema_errors
@@ -91,7 +92,7 @@ def test_proximal_term_covers_trainable_weights_only(compose):
 
 def test_fedprox_mu_the_server_sent_pulls_towards_global(compose):
     """FedProx's registry entry turns the mu the server sent into the clients' local term; mu = 0 adds none."""
-    from fedmem.experiment.runtime import train_examples
+    from fedmem.experiment.training import train_examples
 
     cfg = from_dict(compose("strategy=fedprox"))
     fedprox = strategy_named("fedprox")
@@ -109,12 +110,12 @@ def test_fedprox_mu_the_server_sent_pulls_towards_global(compose):
 
 
 def test_a_run_that_fails_is_marked_failed(compose, tmp_path, monkeypatch):
-    import fedmem.experiment.runtime
+    import fedmem.experiment.training
 
     def broken(*args, **kwargs):
         raise RuntimeError("optimizer exploded")
 
-    monkeypatch.setattr(fedmem.experiment.runtime, "train_local", broken)
+    monkeypatch.setattr(fedmem.experiment.training, "train_local", broken)
     with pytest.raises(RuntimeError, match="optimizer exploded"):
         run_experiment(compose("strategy=centralized"), str(tmp_path / "cl"))
     status = json.loads((tmp_path / "cl" / "status.json").read_text())
@@ -130,7 +131,8 @@ def test_centralized_mode_runs(compose, tmp_path):
 
 
 def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(compose):
-    from fedmem.experiment.runtime import sequence_length, train_examples
+    from fedmem.experiment.loading import sequence_length
+    from fedmem.experiment.training import train_examples
 
     cfg = from_dict(compose("model.max_seq_len=16"))
     ex, cut = train_examples(cfg, 0)
@@ -144,7 +146,7 @@ def test_training_length_cuts_are_counted_and_auto_keeps_every_example_whole(com
 
 
 def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tmp_path, monkeypatch):
-    import fedmem.experiment.runtime
+    import fedmem.experiment.training
 
     seen = []
 
@@ -153,7 +155,7 @@ def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tm
         raise RuntimeError("stop after the first epoch")
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(fedmem.experiment.runtime, "train_local", record_threads)
+    monkeypatch.setattr(fedmem.experiment.training, "train_local", record_threads)
     try:
         with pytest.raises(RuntimeError, match="stop after"):
             run_centralized(from_dict(compose("strategy=centralized", "simulation.torch_threads=2")))

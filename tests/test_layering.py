@@ -146,6 +146,36 @@ def test_every_part_says_what_it_owns_and_may_import():
     assert missing == []
 
 
+# fedmem/audit: the shared core (the method interface, the pool, intervals, calibration, the training context, truth,
+# agreement, performance) as modules, and a package per method that has parts (mr/, pearl/); a method of one file
+# stays a module. The core never imports a method; a method's parts are imported by the method's own package and
+# by its view only: everything else asks the registry.
+METHOD_PACKAGES = {"fedmem.audit.mr", "fedmem.audit.pearl"}
+
+
+def method_package(module: str) -> str | None:
+    return next((p for p in METHOD_PACKAGES if module == p or module.startswith(p + ".")), None)
+
+
+def test_the_audit_folder_is_a_core_and_a_package_per_method_with_parts():
+    packages = {module_name(p.parent) for p in (ROOT / "fedmem" / "audit").glob("*/__init__.py")}
+    assert packages == METHOD_PACKAGES
+    for package in METHOD_PACKAGES:  # each says what it owns
+        doc = ast.get_docstring(ast.parse((ROOT / package.replace(".", "/") / "__init__.py").read_text())) or ""
+        assert len(doc) > 80, package
+    graph = project_graph()
+    wrong = []
+    for mod, deps in graph.items():
+        for dep in deps:
+            owner = method_package(dep)
+            if owner is None or method_package(mod) == owner:
+                continue
+            view = "fedmem.reports.views." + owner.rpartition(".")[2]
+            if mod != view and not (mod == "fedmem.audit" and dep == owner):  # the registry imports each package
+                wrong.append(f"{mod} -> {dep}")
+    assert sorted(wrong) == []
+
+
 def test_the_cli_starts_the_flower_apps_only_through_their_entry_point():
     """The run's lifecycle (status, resume, failure) lives in fedmem.experiment.lifecycle; the CLI hands it the simulation."""
     used = {n for n in imported_names(ROOT / "fedmem" / "cli.py") if n.split(".")[0] in ("server", "clients")}
@@ -186,7 +216,7 @@ def test_each_shared_helper_lives_once():
         "tempfile.mkstemp(": {"fedmem/common/io.py"},
         "Qwen2Config(": {"fedmem/engine/model/tiny.py"},
         "def roc_auc(": {"fedmem/audit/calibration.py"},
-        "CATEGORIES = ": {"fedmem/audit/detector/config.py"},
+        "CATEGORIES = ": {"fedmem/audit/mr/detector/config.py"},
         "def option(": {"fedmem/common/fields.py"},
         "metadata={\"help\"": {"fedmem/common/fields.py"},
         "def to_jsonable(": {"fedmem/common/io.py"},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.references import stored_length
-from fedmem.audit.lucene import Bm25Matrix, byte4_to_int, int_to_byte4, standard_tokens
+from fedmem.audit.mr.lucene import Bm25Matrix, byte4_to_int, int_to_byte4, standard_tokens
 
 
 def test_length_norm_is_exact_below_40_and_rounds_down_beyond():
@@ -91,7 +91,7 @@ def test_ascii_fast_path_gives_the_general_patterns_tokens():
     tokens as the general UAX #29 pattern."""
     import random
 
-    from fedmem.audit import lucene
+    from fedmem.audit.mr import lucene
 
     def general(text):
         return [m.group().lower() for m in lucene._TOKEN.finditer(text) if m.group().strip("_")]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.references import english_passages, lucene_top_k, zipf_texts
-from fedmem.audit.suffix_index import query_terms, suffix_index
+from fedmem.audit.mr.suffix_index import query_terms, suffix_index
 
 
 def agreement(docs: list[str], queries: list[str], workdir) -> dict[str, float]:

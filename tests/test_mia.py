@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import make_run, make_sample, memorize, texts, tiny_model, tiny_tokenizer
 
-from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
+from fedmem.audit.base import AUDIT_METHODS, AuditedModel, build_method_config
 from fedmem.audit.calibration import roc_auc
 from fedmem.audit.mia import (
     ATTACKS,
@@ -26,11 +26,11 @@ from fedmem.audit.mia import (
     mean_nll,
     min_k_pp_tokens,
     reference_difference,
-    select,
     statistics,
     zlib_bytes,
     zlib_ratio,
 )
+from fedmem.audit.pool import draw_and_planted
 from fedmem.common.io import to_jsonable
 from fedmem.engine.config import ModelConfig
 from fedmem.engine.model.load import wrap_lora
@@ -110,7 +110,7 @@ def test_short_suffixes_are_passed_over_and_canaries_kept_beside_the_draw():
     run = make_run(tok, n_clients=1, n_train=6, n_test=1, prefix_len=16, suffix_len=24)
     pool = list(run.train[0])
     pool[2] = make_sample(tok, "The river noticed a quiet village near the old bridge.", 0, "train", 2, 4, 24)
-    draw, canaries, short = select(pool, 3, SUFFIX)
+    draw, canaries, short = draw_and_planted(pool, 3, SUFFIX)
     assert [s.id for s in canaries] == ["c0/train/0"]  # make_run tags sample 0 as a canary
     assert [s.id for s in draw] == ["c0/train/1", "c0/train/3", "c0/train/4"] and short == 1
 
@@ -162,11 +162,11 @@ def lora(one_torch_thread, tmp_path_factory):
     torch.manual_seed(0)
     model = wrap_lora(base, LORA).eval()
     cfg = build_method_config("mia", {"n": N, "suffix_len": SUFFIX})
-    fresh = MembershipInference(cfg, run).audit(RoundContext(run=run, round=0, model=model, batch_size=128))
+    fresh = MembershipInference(cfg, run).audit(AuditedModel(pool=run, round=0, model=model, batch_size=128))
     members = [s for c in run.clients for s in run.train[c][1:]]  # sample 0 is a canary, outside the draw
     memorize(model, members, steps=60, lr=1e-2)
     method = MembershipInference(cfg, run)
-    trained = method.audit(RoundContext(run=run, round=1, model=model, batch_size=128))
+    trained = method.audit(AuditedModel(pool=run, round=1, model=model, batch_size=128))
     return run, base_dir, model, method, fresh, trained
 
 
@@ -231,14 +231,14 @@ def test_one_target_pass_per_round_and_the_reference_once_per_run(lora):
     try:
         method = MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX), run)
         # every pair in one batch; on the model itself, whose forward calls the hook counts (not a merged copy)
-        first = RoundContext(run=run, round=1, model=model, batch_size=256, merge_adapter=False)
+        first = AuditedModel(pool=run, round=1, model=model, batch_size=256, merge_adapter=False)
         s1 = method.audit(first)
         assert len(calls) == 2  # the target's pass and the base's (adapters disabled)
-        assert first.passes == {"token_stats": 1}
+        assert first.passes == {"token_stats": 1, "base_logprobs": 1}  # both through the audited model
         assert (s1["seconds"]["target_passes"], s1["seconds"]["reference_passes"]) == (1, 1)
         again = method.audit(first)  # the round context memoises the target's pass
         assert len(calls) == 2 and again["seconds"]["target_passes"] == 0
-        second = RoundContext(run=run, round=2, model=model, batch_size=256, merge_adapter=False)
+        second = AuditedModel(pool=run, round=2, model=model, batch_size=256, merge_adapter=False)
         s2 = method.audit(second)
         assert len(calls) == 3 and second.passes == {"token_stats": 1}  # the reference pass is reused
         assert (s2["seconds"]["target_passes"], s2["seconds"]["reference_passes"]) == (1, 0)
@@ -251,7 +251,7 @@ def test_reference_directory_scores_like_the_disabled_adapters(lora):
     run, base_dir, model, _, _, trained = lora
     cfg = MiaConfig(n=N, suffix_len=SUFFIX, reference=str(base_dir))
     MembershipInference.preflight(cfg)
-    section = MembershipInference(cfg, run).audit(RoundContext(run=run, round=1, model=model, batch_size=128))
+    section = MembershipInference(cfg, run).audit(AuditedModel(pool=run, round=1, model=model, batch_size=128))
     np.testing.assert_allclose([s["ref"] for s in section["samples"]], [s["ref"] for s in trained["samples"]],
                                atol=1e-5)
 
@@ -270,7 +270,7 @@ def test_without_adapters_the_base_reference_is_undefined():
     tok = tiny_tokenizer()
     run = make_run(tok, n_clients=1, n_train=5, n_test=4, prefix_len=16, suffix_len=SUFFIX)
     method = MembershipInference(MiaConfig(n=4, suffix_len=SUFFIX, decide_with="ref"), run)
-    section = method.audit(RoundContext(run=run, round=0, model=tiny_model(tok)))
+    section = method.audit(AuditedModel(pool=run, round=0, model=tiny_model(tok)))
     assert section["headline"]["ref_auc"] is None and section["headline"]["ref_auc_ci95"] is None
     assert not section["attacks"]["ref"]["defined"] and "undefined" in section["note"]
     assert "steps of 25.00%: the 1% and 5% FPR targets are met only at FPR 0" in section["note"]
@@ -348,10 +348,10 @@ def test_a_pair_is_scored_once_per_round_whichever_method_asks(lora):
     rows = []
     hook = model.register_forward_hook(lambda module, args, out: rows.append(out.logits.shape[0]))
     try:
-        ctx = RoundContext(run=run, round=1, model=model, batch_size=256, merge_adapter=False)
-        logp = ctx.logprobs(members)
-        stats = ctx.token_stats(members + others)
+        audited = AuditedModel(pool=run, round=1, model=model, batch_size=256, merge_adapter=False)
+        logp = audited.logprobs(members)
+        stats = audited.token_stats(members + others)
     finally:
         hook.remove()
-    assert rows == [len(members), len(others)] and ctx.passes == {"token_stats": 2}
+    assert rows == [len(members), len(others)] and audited.passes == {"token_stats": 2}
     assert np.array_equal(logp, [s.logp.sum() for s in stats[: len(members)]])

@@ -12,7 +12,7 @@ import json
 import pytest
 from helpers import make_run, tiny_model, tiny_tokenizer
 
-from fedmem.audit.base import RoundContext
+from fedmem.audit.base import AuditedModel
 from fedmem.audit.mr import MemorizationRatio, MRConfig
 from fedmem.reports.views import view_for
 
@@ -35,11 +35,11 @@ def audit_with_generations(method, run, model, tok, texts, out_dir, heldout_text
     held = [s for c in run.clients for s in method.heldout.get(c, [])]
     texts = (list(texts) + list(canary_texts or [UNRELATED] * len(method.canaries))
              + list(heldout_texts or [UNRELATED] * len(held)))
-    ctx = RoundContext(run=run, round=1, model=model, out_dir=str(out_dir))
+    audited = AuditedModel(pool=run, round=1, model=model, out_dir=str(out_dir))
     key = (tuple(s.prompt_ids for s in prefixes + method.canaries + held), method.cfg.max_new_tokens, 1,
            run.decoding, run.seed + 1000)
-    ctx._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
-    return method.audit(ctx)
+    audited._gen_cache[key] = [[tok(t, add_special_tokens=False)["input_ids"]] for t in texts]
+    return method.audit(audited)
 
 
 def test_mr_exact_outcome(parts, tmp_path):
@@ -126,8 +126,8 @@ def test_revealed_text_reaches_records_and_examples(parts, tmp_path):
 def test_cl_label_reports_total_cl(parts, tmp_path):
     tok, model, run = parts
     method = MemorizationRatio(MRConfig(n=2), run)
-    ctx = RoundContext(run=run, round=0, model=model, label="cl")
-    sec = method.audit(ctx)  # real generation by the untrained tiny model
+    audited = AuditedModel(pool=run, round=0, model=model, label="cl")
+    sec = method.audit(audited)  # real generation by the untrained tiny model
     assert sec["setting"] == "cl" and set(sec["total"]) == set(sec["intra"])  # same keys in FL and CL reports
     assert "MR_TotalCL |" in view_for(method).markdown(sec)
     assert all(0.0 <= v <= 1.0 for row in sec["matrix"]["any"] for v in row)

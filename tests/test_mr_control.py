@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from helpers import memorize, tiny_model, tiny_tokenizer
 
-from fedmem.audit.base import AuditRun, RoundContext
+from fedmem.audit.base import AuditedModel, AuditPool
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from fedmem.audit.samples import header_ids, text_sample
-from fedmem.audit.suffix_match import SuffixMatcher, data_floor
+from fedmem.audit.mr.suffix_match import SuffixMatcher, data_floor
+from fedmem.audit.pool import header_ids, text_sample
 from fedmem.engine.config import Decoding
 
 BOILERPLATE = "Please remember that this message is not medical advice and you should see your own doctor soon."
@@ -45,7 +45,7 @@ def data(detector):
     rng = np.random.default_rng(7)
     split = {(c, s): [record(rng, i % 2 == 0) for i in range(16)] for c in (0, 1) for s in ("train", "test")}
     other = [record(rng, i % 2 == 0) for i in range(32)]
-    run = AuditRun(train={c: samples(tok, split[c, "train"], c, "train") for c in (0, 1)},
+    run = AuditPool(train={c: samples(tok, split[c, "train"], c, "train") for c in (0, 1)},
                    test={c: samples(tok, split[c, "test"], c, "test") for c in (0, 1)},
                    train_sizes={0: 16, 1: 16}, tokenizer=tok, decoding=Decoding(strategy="greedy"), prefix_len=8,
                    prompt_header=header_ids(tok), seed=0)
@@ -55,7 +55,7 @@ def data(detector):
 def audit(run, detector, model):
     method = MemorizationRatio(MRConfig(n=16, max_new_tokens=96), run, detector=detector)
     try:
-        return method.audit(RoundContext(run=run, round=1, model=model))
+        return method.audit(AuditedModel(pool=run, round=1, model=model))
     finally:
         method.close()
 

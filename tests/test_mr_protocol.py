@@ -11,7 +11,7 @@ import pytest
 from helpers import USER_TEMPLATE, texts, tiny_model, tiny_tokenizer
 
 from fedmem.audit.config import AuditConfig
-from fedmem.audit.samples import MIN_SUFFIX_TOKENS, build_audit_run
+from fedmem.audit.pool import MIN_SUFFIX_TOKENS, build_audit_pool
 from fedmem.data import (
     ClientSplit,
     FederatedData,
@@ -47,7 +47,7 @@ def pool(tok, train_texts: list[str], task: TaskConfig, n: int | str = "all"):
     data = FederatedData(clients=[ClientSplit(train=recs, test=test)], public_corpus=[], ground_truth={},
                          source="local")
     audit = AuditConfig(prefix_len=PREFIX, samples_per_client=n, test_per_client=1)
-    return build_audit_run(audit, task, data, tok, seed=0)
+    return build_audit_pool(audit, task, data, tok, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -137,16 +137,16 @@ def test_prompt_under_a_real_chat_template(smollm2_dir):
 def test_prior_aware_scores_in_the_prompt_context(tok):
     """With context=prompt, P(s|p) is scored after MR's prompt (the open user turn), and so are the generic
     calibration pairs (the default, the training context, is tested in test_training_context.py)."""
-    from fedmem.audit.base import RoundContext
+    from fedmem.audit.base import AuditedModel
     from fedmem.audit.prior_aware import PriorAwareConfig, PriorAwareMemorization
 
     run = pool(tok, [words_of(tok, PREFIX + 40, i) for i in range(3)], TaskConfig(name="dialog"))
     method = PriorAwareMemorization(PriorAwareConfig(n=2, suffix_len=24, c=2, trials=1, context="prompt",
                                                      generic=[words_of(tok, 40, 9)]), run)
-    ctx = RoundContext(run=run, round=1, model=tiny_model(tok))
-    method.audit(ctx)
-    pairs = list(ctx._stats_cache)  # the pairs scored, in the order asked
-    audited, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
-    assert [p for p, _ in audited] == [s.prompt_ids for s in method.audited]
-    assert [s for _, s in audited] == [s.suffix_ids[:24] for s in method.audited]  # PA's fixed suffix length
+    audited = AuditedModel(pool=run, round=1, model=tiny_model(tok))
+    method.audit(audited)
+    pairs = list(audited._stats_cache)  # the pairs scored, in the order asked
+    audited_pairs, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
+    assert [p for p, _ in audited_pairs] == [s.prompt_ids for s in method.audited]
+    assert [s for _, s in audited_pairs] == [s.suffix_ids[:24] for s in method.audited]  # PA's fixed suffix length
     assert all(p[: len(run.prompt_header)] == run.prompt_header and len(p) > len(run.prompt_header) for p, _ in generic)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from fedmem.audit.intervals import wilson
-from fedmem.audit.mr_stats import mr_figures
+from fedmem.audit.mr.stats import mr_figures
 
 
 def test_two_clients_weighted_intra_inter_and_union():

@@ -51,14 +51,14 @@ def test_reaudit_with_the_runs_own_settings_reproduces_its_figures(trained, caps
 
 def test_reaudit_with_a_new_prefix_length_trains_nothing(trained, capsys, monkeypatch):
     import fedmem.engine.train
-    import fedmem.experiment.runtime
+    import fedmem.experiment.training
     import server.simulation
 
     def no_training(*args, **kwargs):
         raise AssertionError("a re-audit must not train")
 
-    for module, name in ((fedmem.experiment.runtime, "train_local"), (fedmem.engine.train, "train_local"),
-                         (fedmem.experiment.runtime, "client_round"), (server.simulation, "simulate")):
+    for module, name in ((fedmem.experiment.training, "train_local"), (fedmem.engine.train, "train_local"),
+                         (fedmem.experiment.training, "client_round"), (server.simulation, "simulate")):
         monkeypatch.setattr(module, name, no_training)
     before = _digest(trained)
     main(["audit", f"run={trained}", "audit.prefix_len=10", "audit/decoding=greedy"])

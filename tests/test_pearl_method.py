@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import make_run, memorize, tiny_model, tiny_tokenizer
 
-from fedmem.audit.base import AUDIT_METHODS, RoundContext, build_method_config
+from fedmem.audit.base import AUDIT_METHODS, AuditedModel, build_method_config
 from fedmem.audit.calibration import calibrate_threshold
 from fedmem.audit.pearl import PearlConfig, PearlSensitivity
 from fedmem.common.io import to_jsonable
@@ -37,9 +37,9 @@ def _audited(tmp_path_factory):
     final_loss = memorize(model, members, steps=120, lr=1e-2)  # loss 0.04 with the tiny-preset tokenizer
     method = PearlSensitivity(build_method_config("pearl", CFG), run)
     out_dir = str(tmp_path_factory.mktemp("round_1"))
-    ctx = RoundContext(run=run, round=1, model=model, out_dir=out_dir)
-    section = method.audit(ctx)
-    return method, ctx, section, final_loss, out_dir
+    audited = AuditedModel(pool=run, round=1, model=model, out_dir=out_dir)
+    section = method.audit(audited)
+    return method, audited, section, final_loss, out_dir
 
 
 def test_registered_and_config_validated():
@@ -60,16 +60,16 @@ def test_outputs_are_scored_against_the_texts_continuation(audited):
     """The prompt continues the client's text, so PEARL's reference is the text's continuation: the suffix, cut to
     the tokens an output can have; the prompt is MR's (the open user turn)."""
     method = audited[0]
-    tok, cap = method.run.tokenizer, method.cfg.max_new_tokens
+    tok, cap = method.pool.tokenizer, method.cfg.max_new_tokens
     assert method.references == [tok.decode(list(s.suffix_ids[:cap])) for s in method.samples]
     assert all(row[0] == s.prompt_ids for row, s in zip(method.prompts, method.samples))
 
 
 def test_all_generations_go_through_one_batched_call(audited):
-    method, ctx, section, _, _ = audited
+    method, audited, section, _, _ = audited
     n_samples = 2 * N_CLIENTS * N
-    assert len(ctx._gen_cache) == 1
-    (prompts, max_new, num_samples, _, _), outs = next(iter(ctx._gen_cache.items()))
+    assert len(audited._gen_cache) == 1
+    (prompts, max_new, num_samples, _, _), outs = next(iter(audited._gen_cache.items()))
     assert len(prompts) == n_samples * 6 and num_samples == 4 and max_new == 20
     assert all(len(o) == 4 for o in outs)
     # k = 0 is the identity: the unperturbed prompt is the sample's own prompt_ids.
@@ -183,12 +183,12 @@ def test_render_and_markdown(audited, tmp_path):
 
 
 def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
-    method, ctx, section, _, _ = audited
-    again = PearlSensitivity(method.cfg, method.run)
+    method, audited, section, _, _ = audited
+    again = PearlSensitivity(method.cfg, method.pool)
     assert again.prompts == method.prompts  # same seed, same sample ids -> same perturbed prompts
-    s2 = again.audit(ctx)  # the round context memoises the generations: same outputs, so same scores
+    s2 = again.audit(audited)  # the round context memoises the generations: same outputs, so same scores
     assert s2["samples"] == section["samples"]
-    other = PearlSensitivity(PearlConfig(**{**CFG, "seed": 1}), method.run)
+    other = PearlSensitivity(PearlConfig(**{**CFG, "seed": 1}), method.pool)
     assert other.prompts != method.prompts
 
 
@@ -205,7 +205,7 @@ def test_default_sizes_calibrate_on_30_non_members_and_hold_the_common_draw(pres
     assert pearl.n >= d["audit"]["common_draw"] >= 30
     assert PearlSensitivity.samples_needed(pearl) == {"train": pearl.n, "test": pearl.nonmembers}
     generations = (pearl.n + pearl.nonmembers) * clients * len(pearl.intensities) * pearl.samples_per_intensity
-    assert PearlSensitivity.work(pearl, clients) == f"{generations} generations"
+    assert PearlSensitivity.round_cost(pearl, clients) == f"{generations} generations"
 
 
 def test_the_root_schema_holds_the_dataclass_defaults():
@@ -216,8 +216,8 @@ def test_the_root_schema_holds_the_dataclass_defaults():
 
 def test_synonym_perturbation_builds_prompts_with_k_words_changed(audited):
     method, _, _, _, _ = audited
-    syn = PearlSensitivity(PearlConfig(**{**CFG, "perturbation": "synonym"}), method.run)
-    tok = method.run.tokenizer
+    syn = PearlSensitivity(PearlConfig(**{**CFG, "perturbation": "synonym"}), method.pool)
+    tok = method.pool.tokenizer
     for si, s in enumerate(syn.samples):
         eligible = len(syn.replacer.eligible(s.prefix_text))
         assert syn.changes["changed"][si].tolist() == [min(k, eligible) for k in syn.cfg.intensities]

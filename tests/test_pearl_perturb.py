@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from helpers import make_sample, tiny_tokenizer
 
-from fedmem.audit.perturb import (
+from fedmem.audit.pearl.perturb import (
     bitflip,
     change_shares,
     default_replacer,
@@ -13,8 +13,8 @@ from fedmem.audit.perturb import (
     sample_rng,
     synonym,
 )
-from fedmem.audit.prompt_splice import splice_prompt
-from fedmem.audit.wordnet import WordNet, WordNetMissing
+from fedmem.audit.pearl.prompt_splice import splice_prompt
+from fedmem.audit.pearl.wordnet import WordNet, WordNetMissing
 
 TEXT = (
     "In the end, Barack Obama will remember not the words of our enemies in Paris, "

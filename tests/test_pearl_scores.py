@@ -10,8 +10,7 @@ from fedmem.audit.calibration import (
     histogram_edges,
     roc_auc,
 )
-from fedmem.audit.performance import ncd, performance, rouge_l
-from fedmem.audit.sensitivity import (
+from fedmem.audit.pearl.sensitivity import (
     SCORES,
     expected_drop,
     falloff,
@@ -20,6 +19,7 @@ from fedmem.audit.sensitivity import (
     intensity_means,
     sensitivity_scores,
 )
+from fedmem.audit.performance import ncd, performance, rouge_l
 
 A = (
     "The committee observed a rapid change in the northern region before the meeting ended, and the farmer "

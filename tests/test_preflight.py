@@ -86,7 +86,7 @@ def test_every_bad_input_is_one_line_before_the_run_directory(tmp_path, cache_di
 
 def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
     from fedmem.config.experiment import from_dict
-    from fedmem.experiment.runtime import preflight
+    from fedmem.experiment.preflight import preflight
 
     d = compose_dict([*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,mr,pa]"])
     summary = preflight(from_dict(d))

@@ -13,9 +13,9 @@ import torch
 
 from fedmem.audit.base import (
     AUDIT_METHODS,
-    AuditRun,
+    AuditedModel,
+    AuditPool,
     AuditSample,
-    RoundContext,
     build_method_config,
 )
 from fedmem.audit.prior_aware import (
@@ -77,10 +77,10 @@ def tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|endoftext|>", eos_token="<|endoftext|>")
 
 
-def make_run(tokenizer, samples: dict[int, list[AuditSample]], seed: int = 0) -> AuditRun:
+def make_run(tokenizer, samples: dict[int, list[AuditSample]], seed: int = 0) -> AuditPool:
     """A run whose prompts are the bare prefixes (the test tokenizer has no chat template), its records plain text:
     a text trained on is the text and the EOS token, so the training context is the bare prefix too."""
-    return AuditRun(
+    return AuditPool(
         train=samples, test={c: [] for c in samples}, train_sizes={c: len(v) for c, v in samples.items()},
         tokenizer=tokenizer, decoding=Decoding(), prefix_len=6, prompt_header=(), seed=seed,
         train_frame=TrainingFrame.of(tokenizer, Record(id="frame", user="text", assistant="", mem_text="text"),
@@ -214,7 +214,7 @@ def test_own_prefix_is_left_out_of_its_prior(tokenizer):
     run = make_run(tokenizer, text_samples(tokenizer))
     method = PriorAwareMemorization(PriorAwareConfig(n=6, c=64, trials=1, suffix_len=8, n_ratio=10.0), run)
     model = qwen2(len(tokenizer), seed=0)
-    rows = method.audit(RoundContext(run=run, round=1, model=model))["samples"]
+    rows = method.audit(AuditedModel(pool=run, round=1, model=model))["samples"]
     logq = prior_logprobs(model, method.prior_prefixes, [s.suffix_ids for s in method.audited])
     for j, (smp, row) in enumerate(zip(method.audited, rows)):
         own = np.array([q == smp.prefix_ids for q in method.prior_prefixes])
@@ -298,7 +298,7 @@ def test_audit_section_is_consistent_redacted_and_rendered(tokenizer, tmp_path):
     run = make_run(tokenizer, samples)
     method = PriorAwareMemorization(PriorAwareConfig(n=5, c=16, suffix_len=8, trials=2, top=3), run)
     model = qwen2(len(tokenizer), seed=0)
-    sec = method.audit(RoundContext(run=run, round=1, model=model, out_dir=str(tmp_path)))
+    sec = method.audit(AuditedModel(pool=run, round=1, model=model, out_dir=str(tmp_path)))
 
     assert sec["config"]["m"] == 1e-2 and sec["config"]["n_source"] == "calibrated"
     # the rates are over the random draw (5 per client, canaries aside); each client's canary is audited beside it
@@ -366,18 +366,18 @@ def test_calibration_gives_one_n_per_model(tokenizer):
     run = make_run(tokenizer, text_samples(tokenizer, suffix=32))  # long suffixes: App. B long set, m = 1e-4
     method = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32), run)
     a, b = qwen2(len(tokenizer), seed=0), qwen2(len(tokenizer), seed=1)
-    n_a1 = method.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"]
-    n_a2 = method.audit(RoundContext(run=run, round=2, model=a))["config"]["log10_n"]
-    sec_b = method.audit(RoundContext(run=run, round=1, model=b))
+    n_a1 = method.audit(AuditedModel(pool=run, round=1, model=a))["config"]["log10_n"]
+    n_a2 = method.audit(AuditedModel(pool=run, round=2, model=a))["config"]["log10_n"]
+    sec_b = method.audit(AuditedModel(pool=run, round=1, model=b))
     assert n_a1 == n_a2
     assert abs(sec_b["config"]["log10_n"] - n_a1) > 1e-3
     assert sec_b["config"]["m"] == 1e-4 and len(sec_b["calibration"]["sequences"]) == len(GENERIC_LONG)
     # a configured n_ratio replaces the calibration; configured generic sentences replace App. B
     fixed = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32, n_ratio=100.0), run)
-    assert fixed.audit(RoundContext(run=run, round=1, model=a))["config"]["log10_n"] == pytest.approx(2.0)
+    assert fixed.audit(AuditedModel(pool=run, round=1, model=a))["config"]["log10_n"] == pytest.approx(2.0)
     own = PriorAwareMemorization(PriorAwareConfig(n=3, c=8, suffix_len=32, generic=["thank you for your time please"]),
                                  run)
-    assert len(own.audit(RoundContext(run=run, round=1, model=a))["calibration"]["sequences"]) == 1
+    assert len(own.audit(AuditedModel(pool=run, round=1, model=a))["calibration"]["sequences"]) == 1
 
 
 def test_public_calibration_set_has_the_audited_shape(tokenizer):
@@ -399,7 +399,7 @@ def test_public_calibration_set_has_the_audited_shape(tokenizer):
     run.public_texts = tuple(public)
     method = PriorAwareMemorization(
         PriorAwareConfig(n=3, c=8, suffix_len=8, generic_source="public", generic_count=4), run)
-    cal = method.audit(RoundContext(run=run, round=1, model=qwen2(len(tokenizer), seed=0)))["calibration"]
+    cal = method.audit(AuditedModel(pool=run, round=1, model=qwen2(len(tokenizer), seed=0)))["calibration"]
     assert cal["source"] == "public" and len(cal["sequences"]) == 4
     assert all(row["prefix_tokens"] == 6 and row["suffix_tokens"] == 8 for row in cal["sequences"])
 
@@ -435,7 +435,7 @@ def test_repeated_canary_is_pa_memorized_and_shared_boilerplate_is_not(tokenizer
     samples = {0: [r for r in rows if r.client == 0], 1: [r for r in rows if r.client == 1]}
     run = make_run(tokenizer, samples)
     method = PriorAwareMemorization(PriorAwareConfig(n=64, c=64, suffix_len=8, n_ratio=10.0), run)
-    sec = method.audit(RoundContext(run=run, round=1, model=model))
+    sec = method.audit(AuditedModel(pool=run, round=1, model=model))
     gt = sec["ground_truth"]
     assert (gt["canary"]["8"]["extractable"], gt["canary"]["8"]["pa_memorized"]) == (1, 1)
     assert gt["canary"]["8"]["pa_rate_ci95"] == pytest.approx([0.2065, 1.0], abs=1e-4)  # 1 of 1: Wilson, not 1 ± 0

@@ -99,12 +99,12 @@ def test_plain_text_task_trains_the_text_as_continuation(prose, tiny_tokenizer_e
 
 def test_plain_text_audit_samples_prompt_with_the_bare_prefix(prose, tiny_tokenizer_en):
     from fedmem.audit.config import AuditConfig
-    from fedmem.audit.samples import build_audit_run
+    from fedmem.audit.pool import build_audit_pool
 
     path, _ = prose
     task = TaskConfig(name="text")
     fd = _load(path)
-    run = build_audit_run(AuditConfig(samples_per_client=4, test_per_client=4, prefix_len=16),
+    run = build_audit_pool(AuditConfig(samples_per_client=4, test_per_client=4, prefix_len=16),
                           task, fd, tiny_tokenizer_en, seed=0)
     s = run.test[0][0]
     assert s.prompt_ids == s.prefix_ids and s.prefix_text == tiny_tokenizer_en.decode(list(s.prefix_ids))
@@ -147,7 +147,7 @@ def test_a_local_text_run_builds_its_own_tokenizer_and_reports_truncation(prose,
     from fedmem.cli import run_experiment
     from fedmem.config.compose import compose_dict
     from fedmem.config.experiment import from_dict
-    from fedmem.experiment.runtime import base_model
+    from fedmem.experiment.loading import base_model
     from tests.conftest import FAST
 
     path, _ = prose

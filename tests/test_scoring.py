@@ -43,8 +43,8 @@ def exact_logprob(model, prefix, suffix) -> float:
     """Chain rule with one separate full forward per suffix token: sum_t log softmax(f(p + s_<t))[-1][s_t]."""
     total = 0.0
     for t in range(len(suffix)):
-        ctx = torch.tensor([list(prefix) + list(suffix[:t])], dtype=torch.long)
-        probs = torch.softmax(model(input_ids=ctx).logits[0, -1].double(), dim=-1)
+        audited = torch.tensor([list(prefix) + list(suffix[:t])], dtype=torch.long)
+        probs = torch.softmax(model(input_ids=audited).logits[0, -1].double(), dim=-1)
         total += math.log(float(probs[suffix[t]]))
     return total
 
@@ -130,7 +130,7 @@ def test_prior_logprobs_equals_sequence_logprobs_on_every_combination(model):
 
 def test_progress_counts_every_scored_pair_and_combination(model):
     """The audit's stage bars: ``progress`` adds up to the pairs scored, and for the prior to the distinct
-    (prefix, non-empty suffix) combinations, the total ``RoundContext.prior_logprobs`` gives its bar."""
+    (prefix, non-empty suffix) combinations, the total ``AuditedModel.prior_logprobs`` gives its bar."""
     rng = np.random.default_rng(5)
     pairs = random_pairs(7, rng)
     done = []

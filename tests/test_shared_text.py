@@ -4,7 +4,7 @@ the public share holds is found, whole, wherever it sits; a shorter one is not."
 import numpy as np
 import pytest
 
-from fedmem.audit.shared_text import MIN_CHARS, shared_passages, windows
+from fedmem.audit.mr.shared_text import MIN_CHARS, shared_passages, windows
 
 
 def pseudo_text(rng, n: int) -> str:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from fedmem.audit.suffix_index import (
+from fedmem.audit.mr.suffix_index import (
     ENGLISH_STOPWORDS,
     IndexConfig,
     analyze,
@@ -95,7 +95,7 @@ def test_bad_index_configs_are_rejected_with_the_key_named(monkeypatch):
 
 
 def test_credentials_stay_in_the_environment_and_out_of_messages(monkeypatch):
-    from fedmem.audit.suffix_index import public_url
+    from fedmem.audit.mr.suffix_index import public_url
 
     assert public_url("https://elastic:s3cret@es.example:9200/x") == "https://es.example:9200/x"
     with pytest.raises(ValueError, match="FEDMEM_ES_URL") as info:

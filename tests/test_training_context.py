@@ -9,12 +9,12 @@ import copy
 import pytest
 from helpers import USER_TEMPLATE, texts, tiny_model, tiny_tokenizer
 
-from fedmem.audit.base import AuditRun, RoundContext, build_method_config
+from fedmem.audit.base import AuditedModel, AuditPool, build_method_config
 from fedmem.audit.config import AuditConfig
 from fedmem.audit.mia import MembershipInference
 from fedmem.audit.pearl import PearlSensitivity
+from fedmem.audit.pool import build_audit_pool, header_ids, text_sample
 from fedmem.audit.prior_aware import PriorAwareMemorization
-from fedmem.audit.samples import build_audit_run, header_ids, text_sample
 from fedmem.data import ClientSplit, FederatedData, Record, TaskConfig
 from fedmem.data.templates import format_example
 from fedmem.engine.config import Decoding
@@ -48,18 +48,18 @@ def records(split: str, n: int, seed: int) -> list[Record]:
             for i, t in enumerate(bodies[:n])]
 
 
-def pool(tokenizer, task: TaskConfig, n_train: int = 4, n_test: int = 3) -> tuple[AuditRun, dict[str, Record]]:
+def pool(tokenizer, task: TaskConfig, n_train: int = 4, n_test: int = 3) -> tuple[AuditPool, dict[str, Record]]:
     """(the audit run over one client's records, the records by sample id)."""
     train, test = records("train", n_train, seed=31), records("test", n_test, seed=32)
     data = FederatedData(clients=[ClientSplit(train=train, test=test)], public_corpus=[], ground_truth={},
                          source="local")
     audit = AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client="all")
-    run = build_audit_run(audit, task, data, tokenizer, seed=0)
+    run = build_audit_pool(audit, task, data, tokenizer, seed=0)
     by_id = {r.id: r for r in train + test}
     return run, {s.id: by_id[s.tags["record_id"]] for pool in (run.train, run.test) for s in pool[0]}
 
 
-def all_samples(run: AuditRun):
+def all_samples(run: AuditPool):
     return [s for pool in (run.train, run.test) for c in run.clients for s in pool[c]]
 
 
@@ -113,7 +113,7 @@ def test_trained_tokens_of_the_text_are_used_not_its_own_tokenization(tok):
 def test_a_sample_not_built_from_a_record_cannot_be_scored_in_the_training_context(tok):
     ids = tok(texts(1, seed=5)[0], add_special_tokens=False)["input_ids"]
     sample = text_sample(tok, ids, header_ids(tok), PREFIX, 0, "train", 0, 40)
-    run = AuditRun(train={0: [sample]}, test={0: []}, train_sizes={0: 1}, tokenizer=tok, decoding=Decoding(),
+    run = AuditPool(train={0: [sample]}, test={0: []}, train_sizes={0: 1}, tokenizer=tok, decoding=Decoding(),
                    prefix_len=PREFIX, prompt_header=header_ids(tok), seed=0)
     with pytest.raises(ValueError, match=r"audit\.pa\.context=train .* set audit\.pa\.context=prompt"):
         PriorAwareMemorization(build_method_config("pa", {"n": 1, "suffix_len": 8, "n_ratio": 2.0}), run)
@@ -145,9 +145,9 @@ def model(tok):
     return tiny_model(tok)
 
 
-def scored_pairs(ctx: RoundContext) -> list:
+def scored_pairs(audited: AuditedModel) -> list:
     """The (context, suffix) pairs the round scored teacher-forced, in the order asked."""
-    return list(ctx._stats_cache)
+    return list(audited._stats_cache)
 
 
 def expected(samples, context: str, suffix_len: int | None = None) -> list:
@@ -163,14 +163,14 @@ def test_prior_aware_scores_p_the_prior_and_the_generic_pairs_in_one_context(con
     settings = {"n": 3, "suffix_len": 16, "c": 4, "trials": 1, "generic": [texts(1, seed=9)[0]]}
     cfg = build_method_config("pa", settings if context == "train" else {**settings, "context": context})
     method = PriorAwareMemorization(cfg, chat_run)
-    ctx = RoundContext(run=chat_run, round=1, model=model)
-    section = method.audit(ctx)
+    audited = AuditedModel(pool=chat_run, round=1, model=model)
+    section = method.audit(audited)
     assert section["context"] == context and section["config"]["context"] == context
-    pairs = scored_pairs(ctx)
-    audited, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
-    assert audited == expected(method.audited, context, 16)
+    pairs = scored_pairs(audited)
+    audited_pairs, generic = pairs[: len(method.audited)], pairs[len(method.audited):]
+    assert audited_pairs == expected(method.audited, context, 16)
     contexts = {s.scored_in(context)[0] for s in chat_run.train[0]}
-    (prefixes, _), = ctx._prior_cache  # the prior's P(s|q_i): every q_i is a pool sample's context
+    (prefixes, _), = audited._prior_cache  # the prior's P(s|q_i): every q_i is a pool sample's context
     assert set(prefixes) <= contexts
     generic_context = tok.decode(list(generic[0][0]), skip_special_tokens=False)
     if context == "train":
@@ -195,10 +195,10 @@ def test_membership_attacks_score_the_suffix_in_the_chosen_context(context, chat
     settings = {"n": 2, "suffix_len": 16, "resamples": 20}
     cfg = build_method_config("mia", settings if context == "train" else {**settings, "context": context})
     method = MembershipInference(cfg, chat_run)
-    ctx = RoundContext(run=chat_run, round=1, model=model)
-    section = method.audit(ctx)
+    audited = AuditedModel(pool=chat_run, round=1, model=model)
+    section = method.audit(audited)
     assert section["context"] == context and section["config"]["context"] == context
-    assert scored_pairs(ctx) == expected(method.samples, context, 16)
+    assert scored_pairs(audited) == expected(method.samples, context, 16)
     assert {s.split for s in method.samples} == {"train", "test"}  # members and non-members alike
 
 
@@ -207,10 +207,10 @@ def test_pearl_perturbs_and_continues_the_prefix_in_the_chosen_context(context, 
     settings = {"n": 2, "nonmembers": 2, "intensities": [0, 5], "samples_per_intensity": 1, "max_new_tokens": 4}
     cfg = build_method_config("pearl", settings if context == "train" else {**settings, "context": context})
     method = PearlSensitivity(cfg, chat_run)
-    ctx = RoundContext(run=chat_run, round=1, model=model)
-    section = method.audit(ctx)
+    audited = AuditedModel(pool=chat_run, round=1, model=model)
+    section = method.audit(audited)
     assert section["context"] == context
-    (prompts, *_), = ctx._gen_cache  # the one generation request
+    (prompts, *_), = audited._gen_cache  # the one generation request
     for i, s in enumerate(method.samples):
         own, perturbed = prompts[2 * i], prompts[2 * i + 1]
         context_ids = s.scored_in(context)[0]
@@ -222,4 +222,4 @@ def test_pearl_perturbs_and_continues_the_prefix_in_the_chosen_context(context, 
         assert (INSTRUCTION in head) == (context == "train")
     # outputs are scored against the suffix in the same context; the loss attack scores it there too
     assert method.references == [tok.decode(list(s.scored_in(context)[1][:4])) for s in method.samples]
-    assert scored_pairs(ctx) == expected(method.samples, context)
+    assert scored_pairs(audited) == expected(method.samples, context)

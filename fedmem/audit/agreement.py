@@ -3,7 +3,7 @@
 Every method that decides per sample gives its verdicts (``AuditMethod.verdicts``: rows of ``id``, ``split``,
 ``tags``, ``decision`` and a continuous ``score``, higher meaning more memorized); a method may give several
 verdict sets (one per attack). The sets are compared on the common draw only (``audit.common_draw``,
-``fedmem.audit.samples.place_common_draw``): per client the same seeded draw of ordinary (non-canary) training
+``fedmem.audit.pool.place_common_draw``): per client the same seeded draw of ordinary (non-canary) training
 samples, which every method audits. Each method's own selection differs (MR puts the planted canaries first, PEARL
 leaves them out), so comparing two methods on whatever they happen to share would compare unlike samples. For every
 pair of verdict sets, over the common samples both decided:

@@ -2,7 +2,7 @@
 
 An audit *method* (MR, PEARL, Prior-Aware, utility) is a small class registered by name. It is built once per
 run (so it can build indexes and load helper models once) and called once per audited round with a
-:class:`RoundContext`. Methods never call the model directly: they ask the round context for generations and
+:class:`AuditedModel`. Methods never call the model directly: they ask the round context for generations and
 log-probabilities, which are memoised per round, so two methods asking for the same prompts share one pass
 (the lm-evaluation-harness idea, kept small).
 """
@@ -14,12 +14,14 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from fedmem.audit.training_context import TrainingFrame
 from fedmem.common import registry
 from fedmem.common.fields import build_section
 from fedmem.common.progress import progress_bar
+from fedmem.data.config import TaskConfig
 from fedmem.engine.config import Decoding
-from fedmem.engine.generation import generate_batched
-from fedmem.engine.scoring import TokenStats, prior_inputs, prior_logprobs, token_stats
+from fedmem.engine.generation import decoding_used, generate_batched
+from fedmem.engine.scoring import TokenStats, prior_inputs, prior_logprobs, token_logprobs, token_stats
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class AuditSample:
 
 
 @dataclass
-class AuditRun:
+class AuditPool:
     """Everything fixed for the whole run: the audited samples (same every round), sizes, tokenizer, config."""
 
     train: dict[int, list[AuditSample]]  # client -> sampled train samples (fixed per run)
@@ -87,13 +89,13 @@ class AuditRun:
     seed: int
     ground_truth: dict[str, Any] = field(default_factory=dict)  # synthetic source: canaries etc.
     reveal_text: bool = False  # SPEC §8: excerpts are redacted unless explicitly allowed
-    task_config: Any = None  # fedmem.data.TaskConfig (metric choices, labels)
+    task_config: TaskConfig | None = None  # metric choices, labels
     public_texts: tuple[str, ...] = ()  # the data source's public corpus (the tiny base's pretraining text), if any
-    # client -> ids of its common draw, the ordinary train samples every method audits (fedmem.audit.samples)
+    # client -> ids of its common draw, the ordinary train samples every method audits (fedmem.audit.pool)
     common_draw: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    # one train record's rendering around its memorization text (a fedmem.audit.training_context.TrainingFrame):
-    # other text in the training context, for Prior-Aware's generic calibration sequences; None without records
-    train_frame: Any = None
+    # one train record's rendering around its memorization text: other text in the training context, for
+    # Prior-Aware's generic calibration sequences; None without records
+    train_frame: TrainingFrame | None = None
     # client -> every memorization text of its training split (not only the pooled ones): shared passages are found
     # over all of them (SPEC §3b); empty for a pool built without its data (the pooled texts stand in)
     training_texts: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -102,7 +104,7 @@ class AuditRun:
     # client -> {split: pooled samples whose suffix training cut at the trained length} (SPEC §6)
     cut_at_trained_length: dict[int, dict[str, int]] = field(default_factory=dict)
 
-    def context(self, prefix_ids) -> tuple[int, ...]:
+    def prompt_context(self, prefix_ids) -> tuple[int, ...]:
         """A prefix in the audits' prompt context (the open user turn), for text that is not an audited sample's
         (Prior-Aware's generic calibration pairs)."""
         return self.prompt_header + tuple(prefix_ids)
@@ -127,10 +129,10 @@ class AuditRun:
 
 
 @dataclass
-class RoundContext:
+class AuditedModel:
     """One audited model at one round. Generation and scoring are memoised here and shared by methods."""
 
-    run: AuditRun
+    pool: AuditPool
     round: int
     model: Any  # a causal LM (peft-wrapped or merged), in eval mode
     label: str = "fl"  # "fl" or "cl"
@@ -171,12 +173,12 @@ class RoundContext:
 
         Memoised on the full request, so a second method asking the same thing gets the same outputs.
         """
-        decoding = decoding or self.run.decoding
-        seed = self.run.seed + 1000 * self.round if seed is None else seed
+        decoding = decoding or self.pool.decoding
+        seed = self.pool.seed + 1000 * self.round if seed is None else seed
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
         each = "" if num_samples == 1 else f" ({num_samples} per prompt)"
         return self._memo(self._gen_cache, key, "generate", len(prompts), f"generating{each}", lambda advance: (
-            generate_batched(self.computing_model, self.run.tokenizer, prompts, max_new_tokens=max_new_tokens,
+            generate_batched(self.computing_model, self.pool.tokenizer, prompts, max_new_tokens=max_new_tokens,
                              num_samples=num_samples, decoding=decoding, seed=seed,
                              batch_size=self.generation_batch_size, progress=advance,
                              backend=self.generation_backend)))
@@ -209,6 +211,37 @@ class RoundContext:
                           lambda advance: prior_logprobs(self.computing_model, prefixes, suffixes, self.batch_size,
                                                          advance))
 
+    def base_logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[np.ndarray] | None:
+        """Per-token log P(s_t | p, s_<t) of each pair under the audited model's base, its LoRA adapter switched off
+        (a reference model that saw none of the clients' data); None for a model without an adapter."""
+        from peft import PeftModel
+
+        if not isinstance(self.model, PeftModel):
+            return None
+        with self.model.disable_adapter(), self.progress(len(pairs), "scoring the base (reference)") as bar:
+            out = token_logprobs(self.model, pairs, self.batch_size, bar.advance)
+        self.passes["base_logprobs"] = self.passes.get("base_logprobs", 0) + 1
+        return out
+
+    def other_model_logprobs(self, path: str, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]
+                             ) -> list[np.ndarray]:
+        """Per-token log P(s_t | p, s_<t) of each pair under the causal LM in directory ``path`` (the same tokenizer's
+        ids), loaded beside the audited model for this call, then released."""
+        from transformers import AutoModelForCausalLM
+
+        like = next(self.model.parameters())
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=like.dtype).to(like.device).eval()
+        try:
+            with self.progress(len(pairs), "scoring the reference model") as bar:
+                return token_logprobs(model, pairs, self.batch_size, bar.advance)
+        finally:
+            del model
+
+    def decoding_values(self) -> dict:
+        """The decoding values generation uses for the run's preset on this model (its own generation config under
+        the preset's knob; ``fedmem.engine.generation.decoding_used``)."""
+        return decoding_used(self.model, self.pool.decoding)
+
     def _memo(self, cache: dict, key, kind: str, total: int, desc: str, compute):
         """One memoised request: computed once per round behind a progress bar, its pass counted in ``passes``."""
         if key not in cache:
@@ -218,10 +251,10 @@ class RoundContext:
         return cache[key]
 
     def decode(self, ids: list[int]) -> str:
-        return self.run.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.pool.tokenizer.decode(ids, skip_special_tokens=True)
 
     def progress(self, total: int, desc: str):
-        """A bar over one stage of a method's round (``with ctx.progress(n, "mr retrieval") as bar:`` then
+        """A bar over one stage of a method's round (``with audited.progress(n, "mr retrieval") as bar:`` then
         ``bar.advance(k)``), shown only with ``show_progress``; it vanishes when the stage ends."""
         return progress_bar(total, f"  {desc}", self.show_progress)
 
@@ -255,7 +288,7 @@ class Figure:
 
 
 class AuditMethod:
-    """An audit method: a config class, ``audit(ctx)`` per round, and optional hooks with neutral defaults.
+    """An audit method: a config class, ``audit(audited)`` per round, and optional hooks with neutral defaults.
 
     Nothing outside a method knows its internals: the auditor builds it from its validated ``Config``, calls
     ``audit`` once per round, scores ``truth_rows`` against the ground truth when the data has one, and calls
@@ -275,9 +308,9 @@ class AuditMethod:
     # the data to say which rows those are (data.membership_column)
     compares_members: ClassVar[bool] = False
 
-    def __init__(self, cfg: Any, run: AuditRun):
+    def __init__(self, cfg: Any, pool: AuditPool):
         self.cfg = cfg
-        self.run = run
+        self.pool = pool
 
     @classmethod
     def check(cls, cfg: Any, experiment: Any) -> None:
@@ -296,10 +329,10 @@ class AuditMethod:
         return {}
 
     @classmethod
-    def audited_train(cls, cfg: Any, run: AuditRun) -> set[str] | None:
+    def audited_train(cls, cfg: Any, pool: AuditPool) -> set[str] | None:
         """The ids of the train samples this method gives verdicts on (``verdicts``), chosen from ``run`` as its
         constructor chooses them; None for a method that decides nothing per train sample. The auditor refuses a
-        config under which a method leaves out part of the common draw (``fedmem.audit.samples.check_common_draw``)."""
+        config under which a method leaves out part of the common draw (``fedmem.audit.pool.check_common_draw``)."""
         return None
 
     @classmethod
@@ -309,11 +342,11 @@ class AuditMethod:
         return 0
 
     @classmethod
-    def work(cls, cfg: Any, clients: int) -> str:
+    def round_cost(cls, cfg: Any, clients: int) -> str:
         """The model work of one audited round for ``clients`` clients, in words (for the preflight summary)."""
         return ""
 
-    def audit(self, ctx: RoundContext) -> dict[str, Any]:
+    def audit(self, audited: AuditedModel) -> dict[str, Any]:
         """Return this method's JSON-serialisable section of ``report.json`` for one round. Stage timings go under
         the key ``seconds`` ({stage: seconds}): the auditor moves them to the report's ``timings`` as
         ``<name>_stages``, so a section holds figures only and the same seed gives identical sections."""

@@ -21,18 +21,17 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, AuditRun, AuditSample, Figure, RoundContext, register
+from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, AuditSample, Figure, register
 from fedmem.audit.intervals import mean_t_interval
-from fedmem.audit.training_context import ScoringContext, check_training_forms
+from fedmem.audit.training_context import ScoringContext, check_training_forms, context_option
 from fedmem.audit.truth import canary_group, canary_group_order
-from fedmem.common.fields import check_fields, option
+from fedmem.common.fields import check_fields
 
 
 @dataclass
 class ExposureConfig:
-    context: ScoringContext = option(
-        "train", "what the suffix is scored after: train (the training sequence up to the prefix's end, as the "
-        "model saw it) or prompt (MR's prompt: the prefix alone in the open user turn)")
+    context: ScoringContext = context_option(
+        "what the canary's suffix is scored after")
 
     def __post_init__(self):
         check_fields(self, "audit.exposure")
@@ -63,9 +62,9 @@ class Exposure(AuditMethod):
         Figure("ranked_first", "repeated canaries whose secret ranks first", kind="count", of="repeated", sweep=None),
     )
 
-    def __init__(self, cfg: ExposureConfig, run: AuditRun):
-        super().__init__(cfg, run)
-        entries = {k["id"]: k for k in run.ground_truth.get("canaries", []) if k.get("secret_space")}
+    def __init__(self, cfg: ExposureConfig, pool: AuditPool):
+        super().__init__(cfg, pool)
+        entries = {k["id"]: k for k in pool.ground_truth.get("canaries", []) if k.get("secret_space")}
         # each canary once: a canary several clients hold sits in each one's pool, the same text scored the same
         # way, and counting it per holder would weigh it as several canaries; its secret must sit in the suffix.
         # Per canary: its sample, the true value's index among the candidates, and the (context, suffix) pairs to
@@ -73,7 +72,7 @@ class Exposure(AuditMethod):
         self.canaries: list[tuple[AuditSample, int, list[tuple]]] = []
         self.secret_in_prefix = self.secret_untrained = 0
         seen = set()
-        for s in (s for c in run.clients for s in run.train[c] if s.tags.get("canary") in entries):
+        for s in (s for c in pool.clients for s in pool.train[c] if s.tags.get("canary") in entries):
             if s.tags["canary"] in seen:
                 continue
             seen.add(s.tags["canary"])
@@ -90,27 +89,27 @@ class Exposure(AuditMethod):
             check_training_forms([s for s, _, _ in self.canaries], "audit.exposure.context")
 
     @classmethod
-    def work(cls, cfg: ExposureConfig, clients: int) -> str:
+    def round_cost(cls, cfg: ExposureConfig, clients: int) -> str:
         return "every planted canary's suffix scored with each value its secret could have had"
 
     def _trained_suffix(self, sample: AuditSample) -> str:
         """The suffix's text as far as training saw it (all of it unless training cut the record, SPEC §6)."""
         if not sample.train_cut:
             return sample.suffix_text
-        return self.run.tokenizer.decode(list(sample.suffix_ids[: sample.trained_suffix_len]))
+        return self.pool.tokenizer.decode(list(sample.suffix_ids[: sample.trained_suffix_len]))
 
     def _pairs(self, sample: AuditSample, suffix: str, value: str, candidates: list[str]) -> list[tuple]:
         """(context ids, suffix ids) of the canary's (trained) suffix with each candidate in its secret's place,
         tokenized alike (the true value is scored through the same path as the others)."""
         context, _ = sample.scored_in(self.cfg.context)
-        tokenizer = self.run.tokenizer
+        tokenizer = self.pool.tokenizer
         return [(context, tuple(tokenizer.encode(suffix.replace(value, c), add_special_tokens=False)))
                 for c in candidates]
 
-    def audit(self, ctx: RoundContext) -> dict:
+    def audit(self, audited: AuditedModel) -> dict:
         rows = []
         for sample, true_index, pairs in self.canaries:
-            logps = ctx.logprobs(pairs)
+            logps = audited.logprobs(pairs)
             rank, bits = exposure(float(logps[true_index]), logps)
             rows.append({"id": sample.id, "client": sample.client, "canary": sample.tags["canary"],
                          "copies": int(sample.tags.get("copies", 1)), "group": canary_group(sample.tags),

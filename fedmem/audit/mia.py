@@ -35,7 +35,7 @@ log-likelihood over the T suffix tokens, each attack as its paper defines it:
 
 "The k% lowest" are the floor(k/100 T) lowest tokens, at least one (the papers' code).
 
-All attacks share ONE teacher-forced pass of the audited model per round (``RoundContext.token_stats``: the token
+All attacks share ONE teacher-forced pass of the audited model per round (``AuditedModel.token_stats``: the token
 log-probabilities and Min-K%++'s mu_t and sigma_t from the same logits). The per-sample scores are the statistics
 above; each attack's membership score is the statistic, negated where members score low, so that a higher
 membership score means "member" everywhere below.
@@ -53,7 +53,6 @@ same pass beside it, for the ground truth only.
 
 from __future__ import annotations
 
-import time
 import typing
 import zlib
 from dataclasses import asdict, dataclass
@@ -63,19 +62,19 @@ from typing import Literal
 import numpy as np
 
 from fedmem.audit.base import (
+    AuditedModel,
     AuditMethod,
-    AuditRun,
-    AuditSample,
+    AuditPool,
     Figure,
-    RoundContext,
     register,
 )
 from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
-from fedmem.audit.samples import draw
-from fedmem.audit.training_context import ScoringContext, check_training_forms
+from fedmem.audit.pool import draw_and_planted
+from fedmem.audit.training_context import ScoringContext, check_training_forms, context_option
 from fedmem.common.fields import check_fields, option, positive
 from fedmem.common.fmt import pct
-from fedmem.engine.scoring import TokenStats, token_logprobs
+from fedmem.common.stopwatch import Stopwatch
+from fedmem.engine.scoring import TokenStats
 
 Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref"]
 ATTACKS: tuple[str, ...] = typing.get_args(Attack)
@@ -104,10 +103,8 @@ class MiaConfig:
                                          "against the ground truth")
     resamples: int = option(1000, "bootstrap resamples of the ROC AUC's 95% interval")
     seed: int | None = option(None, "seed of the bootstrap; null: the run's seed")
-    context: ScoringContext = option(
-        "train", "what each suffix is scored after: train (the training sequence up to the prefix's end, task "
-                 "template and instruction included: the text as trained) or prompt (MR's prompt: the prefix alone "
-                 "in the open user turn, never seen in training)")
+    context: ScoringContext = context_option(
+        "what each suffix is scored after")
 
     def __post_init__(self):
         check_fields(self, "audit.mia")
@@ -205,14 +202,6 @@ def undefined_evaluation() -> dict:
 # ---------------------------------------------------------------- which samples
 
 
-def select(samples: list[AuditSample], n: int, suffix_len: int) -> tuple[list[AuditSample], list[AuditSample], int]:
-    """(the draw, the planted canaries beside it, the samples passed over for a short suffix) of one client's pool:
-    the draw is the first n samples with at least ``suffix_len`` suffix tokens in the pool's seeded order, canaries
-    left out."""
-    drawn, short = draw(samples, n, suffix_len)
-    return drawn, [s for s in samples if "canary" in s.tags and s.trained_suffix_len >= suffix_len], short
-
-
 # ---------------------------------------------------------------- the audit method
 
 
@@ -234,15 +223,15 @@ class MembershipInference(AuditMethod):
         return {"train": cfg.n, "test": cfg.n}
 
     @classmethod
-    def audited_train(cls, cfg: MiaConfig, run: AuditRun) -> set[str]:
-        return {s.id for c in run.clients for part in select(run.train[c], cfg.n, cfg.suffix_len)[:2] for s in part}
+    def audited_train(cls, cfg: MiaConfig, pool: AuditPool) -> set[str]:
+        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2] for s in part}
 
     @classmethod
     def min_suffix(cls, cfg: MiaConfig) -> int:
         return cfg.suffix_len
 
     @classmethod
-    def work(cls, cfg: MiaConfig, clients: int) -> str:
+    def round_cost(cls, cfg: MiaConfig, clients: int) -> str:
         return (f"one teacher-forced pass over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the "
                 f"reference model's pass once per run")
 
@@ -252,12 +241,12 @@ class MembershipInference(AuditMethod):
             raise ValueError(f"audit.mia.reference={cfg.reference}: not a Hugging Face model directory "
                              "(no config.json); use base or a local model directory")
 
-    def __init__(self, cfg: MiaConfig, run: AuditRun):
-        super().__init__(cfg, run)
+    def __init__(self, cfg: MiaConfig, pool: AuditPool):
+        super().__init__(cfg, pool)
         self.samples, self.drawn, self.short = [], [], {"train": 0, "test": 0}
-        for split, pool in (("train", run.train), ("test", run.test)):
-            for c in run.clients:
-                draw, canaries, short = select(pool.get(c, []), cfg.n, cfg.suffix_len)
+        for split, samples in (("train", pool.train), ("test", pool.test)):
+            for c in pool.clients:
+                draw, canaries, short = draw_and_planted(samples.get(c, []), cfg.n, cfg.suffix_len)
                 self.samples += draw + canaries
                 self.drawn += [True] * len(draw) + [False] * len(canaries)
                 self.short[split] += short
@@ -269,9 +258,9 @@ class MembershipInference(AuditMethod):
             check_training_forms(self.samples, "audit.mia.context")
         self.pairs = [(tuple(p), tuple(sfx[: cfg.suffix_len])) for p, sfx in
                       (s.scored_in(cfg.context) for s in self.samples)]
-        self.compressed = [zlib_bytes(run.tokenizer.decode(list(sfx))) for _, sfx in self.pairs]
+        self.compressed = [zlib_bytes(pool.tokenizer.decode(list(sfx))) for _, sfx in self.pairs]
         self.tags = {s.id: s.tags for s in self.samples}
-        self.seed = run.seed if cfg.seed is None else cfg.seed
+        self.seed = pool.seed if cfg.seed is None else cfg.seed
         if cfg.reference != "base":
             self._check_reference_tokenizer()
         self._reference: list[np.ndarray] | None = None  # the reference's token log-probabilities, once per run
@@ -284,61 +273,42 @@ class MembershipInference(AuditMethod):
         from transformers import AutoTokenizer
 
         ref = AutoTokenizer.from_pretrained(str(Path(self.cfg.reference).expanduser()))
-        if ref.get_vocab() != self.run.tokenizer.get_vocab():
+        if ref.get_vocab() != self.pool.tokenizer.get_vocab():
             raise ValueError(f"audit.mia.reference={self.cfg.reference}: its tokenizer differs from the audited "
                              "model's, so it cannot score the same token ids")
 
     # -- the reference pass, once per run
-    def _reference_pass(self, ctx: RoundContext) -> tuple[list[np.ndarray] | None, int]:
-        """(the reference's token log-probabilities of every pair or None, the passes this call made)."""
+    def _reference_pass(self, audited: AuditedModel) -> tuple[list[np.ndarray] | None, int]:
+        """(the reference's token log-probabilities of every pair or None, the passes this call made): once per run,
+        through the audited model's door (its base, or the reference directory's model)."""
         if self._reference_done:
             return self._reference, 0
         self._reference_done = True
         if self.cfg.reference == "base":
-            from peft import PeftModel
-
-            if not isinstance(ctx.model, PeftModel):
+            self._reference = audited.base_logprobs(self.pairs)
+            if self._reference is None:
                 self._reference_note = ("The audited model has no LoRA adapters, so its base is the model itself: "
                                         "the reference attack is undefined (set audit.mia.reference to a model "
                                         "directory).")
                 return None, 0
-            with ctx.model.disable_adapter(), ctx.progress(len(self.pairs), "scoring the base (reference)") as bar:
-                self._reference = token_logprobs(ctx.model, self.pairs, ctx.batch_size, bar.advance)
         else:
-            self._reference = self._score_reference_dir(ctx)
+            self._reference = audited.other_model_logprobs(str(Path(self.cfg.reference).expanduser()), self.pairs)
         return self._reference, 1
 
-    def _score_reference_dir(self, ctx: RoundContext) -> list[np.ndarray]:
-        """The reference directory's model, loaded beside the audited one for this one pass, then released."""
-        from transformers import AutoModelForCausalLM
-
-        like = next(ctx.model.parameters())
-        model = AutoModelForCausalLM.from_pretrained(str(Path(self.cfg.reference).expanduser()), dtype=like.dtype)
-        model = model.to(like.device).eval()
-        try:
-            with ctx.progress(len(self.pairs), "scoring the reference model") as bar:
-                return token_logprobs(model, self.pairs, ctx.batch_size, bar.advance)
-        finally:
-            del model
-
     # -- per round
-    def audit(self, ctx: RoundContext) -> dict:
-        before = ctx.passes.get("token_stats", 0)
-        t0 = time.perf_counter()
-        stats = ctx.token_stats(self.pairs) if self.pairs else []
-        t1 = time.perf_counter()
-        reference, reference_passes = self._reference_pass(ctx) if self.pairs else (None, 0)
-        t2 = time.perf_counter()
+    def audit(self, audited: AuditedModel) -> dict:
+        before, clock = audited.passes.get("token_stats", 0), Stopwatch()
+        stats = audited.token_stats(self.pairs) if self.pairs else []
+        clock.lap("target_pass", 4)
+        reference, reference_passes = self._reference_pass(audited) if self.pairs else (None, 0)
+        clock.lap("reference_pass", 4)
         rows = [statistics(st, z, self.cfg.k, None if reference is None else reference[i])
                 for i, (st, z) in enumerate(zip(stats, self.compressed))]
         section = self._report(rows, defined=reference is not None)
-        section["seconds"] = {  # moved by the auditor to the report's timings
-            "target_pass": round(t1 - t0, 4),
-            "reference_pass": round(t2 - t1, 4),
-            "attacks": round(time.perf_counter() - t2, 4),
-            "target_passes": ctx.passes.get("token_stats", 0) - before,
-            "reference_passes": reference_passes,
-        }
+        clock.lap("attacks", 4)
+        section["seconds"] = {**clock.laps,  # moved by the auditor to the report's timings
+                              "target_passes": audited.passes.get("token_stats", 0) - before,
+                              "reference_passes": reference_passes}
         return section
 
     def _membership(self, rows: list[dict], attack: str) -> np.ndarray:
@@ -348,7 +318,7 @@ class MembershipInference(AuditMethod):
     def _evaluate(self, rows: list[dict], defined: bool) -> tuple[dict, list[dict]]:
         """(pooled figures per attack, per-client figures): over the draw, members against non-members, every
         attack on the same bootstrap resamples of a group."""
-        groups = [("all", self.drawn)] + [(c, self.drawn & (self.clients == c)) for c in self.run.clients]
+        groups = [("all", self.drawn)] + [(c, self.drawn & (self.clients == c)) for c in self.pool.clients]
         out = {}
         for key, mask in groups:
             m, n = mask & self.is_member, mask & ~self.is_member

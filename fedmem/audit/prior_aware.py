@@ -9,7 +9,7 @@ with the prefix in the open user turn; SPEC §3), which the model never saw in t
 on the memorization text's own tokens in both contexts, so both audit the same samples. The section records the
 context (``context``).
 
-- P(s|p): teacher-forced, one forward pass per batch (``RoundContext.logprobs``).
+- P(s|p): teacher-forced, one forward pass per batch (``AuditedModel.logprobs``).
 - P̂(s) = (1/c) Σ_i P(s | q_i), the paper's unbiased Monte-Carlo estimator of the prior P(s): the q_i are drawn
   uniformly *with replacement* (i.i.d., as Definition 3 requires) from the contexts (in the chosen context) of
   ALL clients' audited train samples (``run.train``), with a seed, once per run, so every round and every audited
@@ -17,7 +17,7 @@ context (``context``).
   ``trials`` > 1, ``trials`` independent sets of c prefixes are drawn: P̂(s) is the mean over all of them and its
   standard error is the standard deviation of the per-trial means / √trials; with ``trials`` = 1 the standard error
   is that of the mean of the c samples (std / √c). All P(s|q_i) come from one call of
-  ``RoundContext.prior_logprobs`` (prefix KV-cache reuse).
+  ``AuditedModel.prior_logprobs`` (prefix KV-cache reuse).
   A deliberate difference from the paper: a suffix's *own* prefix p is left out of its P̂(s) (the draws equal
   to p are excluded from the means; each sample's P̂ uses the remaining ones). The paper draws its prefixes from
   a corpus of millions, where p is practically never drawn; from an audit pool of a few hundred prefixes it
@@ -64,19 +64,20 @@ from typing import Literal
 import numpy as np
 
 from fedmem.audit.base import (
+    AuditedModel,
     AuditMethod,
-    AuditRun,
+    AuditPool,
     AuditSample,
     Figure,
-    RoundContext,
     register,
 )
 from fedmem.audit.intervals import Z95, rate
-from fedmem.audit.samples import draw
+from fedmem.audit.pool import draw_and_planted
 from fedmem.audit.training_context import (
     ScoringContext,
     TrainingFrame,
     check_training_forms,
+    context_option,
 )
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.common.fields import check_fields, option, positive
@@ -177,10 +178,8 @@ class PriorAwareConfig:
     generic_count: int = option(32, "public paragraphs used with generic_source=public")
     top: int = option(5, "top- and lowest-scoring examples shown in the report")
     seed: int | None = option(None, "seed of the prior prefixes; null: the run's seed")
-    context: ScoringContext = option(
-        "train", "where P(s|p), the prior's P(s|q_i) and the generic calibration pairs are scored: train (the training "
-                 "sequence up to the prefix's end, task template and instruction included, as the paper defines "
-                 "P(s|p)) or prompt (MR's prompt: the prefix alone in the open user turn, never seen in training)")
+    context: ScoringContext = context_option(
+        "where P(s|p), the prior's P(s|q_i) and the generic calibration pairs are scored (the training context is where the paper defines P(s|p))")
 
     def __post_init__(self):
         check_fields(self, "audit.pa")
@@ -342,13 +341,12 @@ def select_audited(samples: list[AuditSample], n: int, suffix_len: int) -> tuple
     them; the draw must not); the planted samples the draw missed (canaries, boilerplate) follow it, audited for the
     ground truth but outside the rates. A draw that the suffix length leaves short of n is an error naming the
     numbers."""
-    drawn, _ = draw(samples, n, suffix_len)
+    drawn, extra, _ = draw_and_planted(samples, n, suffix_len, planted)
     if len(drawn) < min(n, sum("canary" not in s.tags for s in samples)):
         client = samples[0].client if samples else "?"
         raise ValueError(f"audit.pa.n={n}, but only {len(drawn)} of client {client}'s {len(samples)} pooled samples "
                          f"(canaries aside) have {suffix_len} tokens after their prefix (audit.pa.suffix_len): "
                          "lower audit.pa.n or audit.pa.suffix_len, or raise audit.samples_per_client")
-    extra = [s for s in samples if planted(s) and s.trained_suffix_len >= suffix_len and s not in drawn]
     return drawn + extra, len(drawn)
 
 
@@ -440,30 +438,30 @@ class PriorAwareMemorization(AuditMethod):
         return {"train": cfg.n}
 
     @classmethod
-    def audited_train(cls, cfg: PriorAwareConfig, run: AuditRun) -> set[str]:
-        return {s.id for c in run.clients for s in select_audited(run.train[c], cfg.n, cfg.suffix_len)[0]}
+    def audited_train(cls, cfg: PriorAwareConfig, pool: AuditPool) -> set[str]:
+        return {s.id for c in pool.clients for s in select_audited(pool.train[c], cfg.n, cfg.suffix_len)[0]}
 
     @classmethod
     def min_suffix(cls, cfg: PriorAwareConfig) -> int:
         return cfg.suffix_len
 
-    def __init__(self, cfg: PriorAwareConfig, run: AuditRun):
-        super().__init__(cfg, run)
+    def __init__(self, cfg: PriorAwareConfig, pool: AuditPool):
+        super().__init__(cfg, pool)
         self.audited, self.drawn = [], []  # drawn[i]: audited sample i is part of the random draw (the rates)
-        for c in run.clients:
-            samples, n_drawn = select_audited(run.train[c], cfg.n, cfg.suffix_len)
+        for c in pool.clients:
+            samples, n_drawn = select_audited(pool.train[c], cfg.n, cfg.suffix_len)
             self.audited += samples
             self.drawn += [i < n_drawn for i in range(len(samples))]
         self.drawn = np.array(self.drawn, dtype=bool)
         self.context = cfg.context
         if self.context == "train":
-            check_training_forms([s for c in run.clients for s in run.train[c]], "audit.pa.context")
+            check_training_forms([s for c in pool.clients for s in pool.train[c]], "audit.pa.context")
         # the prior's prefixes are the pool's contexts in the same context as the audited pairs
-        pool = [s.scored_in(self.context)[0] for c in run.clients for s in run.train[c] if s.prefix_ids]
-        self.seed = run.seed if cfg.seed is None else cfg.seed
-        idx = sample_prior_prefixes(len(pool), cfg.c, cfg.trials, self.seed)
-        self.prior_prefixes = [pool[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
-        self.pool_size = len(pool)
+        contexts = [s.scored_in(self.context)[0] for c in pool.clients for s in pool.train[c] if s.prefix_ids]
+        self.seed = pool.seed if cfg.seed is None else cfg.seed
+        idx = sample_prior_prefixes(len(contexts), cfg.c, cfg.trials, self.seed)
+        self.prior_prefixes = [contexts[i] for i in idx.ravel()]  # trial-major, fixed for the whole run
+        self.pool_size = len(contexts)
         # own_prefix[i, j]: prior draw i is audited sample j's own prefix (generic columns: never)
         own = np.array([[q == smp.scored_in(self.context)[0] for smp in self.audited] for q in self.prior_prefixes],
                        dtype=bool)
@@ -471,21 +469,21 @@ class PriorAwareMemorization(AuditMethod):
         # the generic set n is calibrated on: raw (prefix, suffix) token pairs, and the pairs scored (in the context)
         self.generic_source = cfg.generic_source
         if self.generic_source == "auto":
-            self.generic_source = "public" if run.public_texts else "appendix_b"
+            self.generic_source = "public" if pool.public_texts else "appendix_b"
         self.generic_texts, self.generic = [], []
         if cfg.n_ratio is None:
             if cfg.generic is not None:
                 self.generic_texts = cfg.generic
-                self.generic = generic_pairs(run.tokenizer, self.generic_texts, run.prefix_len, cfg.suffix_len)
+                self.generic = generic_pairs(pool.tokenizer, self.generic_texts, pool.prefix_len, cfg.suffix_len)
             elif self.generic_source == "public":
-                if not run.public_texts:
+                if not pool.public_texts:
                     raise ValueError("audit.pa.generic_source=public needs a public corpus (data.public or "
                                      "data.public_share); use audit.pa.generic_source=appendix_b")
                 self.generic_texts, self.generic = public_generic_pairs(
-                    run.tokenizer, run.public_texts, cfg.generic_count, run.prefix_len, cfg.suffix_len, self.seed)
+                    pool.tokenizer, pool.public_texts, cfg.generic_count, pool.prefix_len, cfg.suffix_len, self.seed)
             else:
                 self.generic_texts = default_generic(cfg.suffix_len)
-                self.generic = generic_pairs(run.tokenizer, self.generic_texts, run.prefix_len, cfg.suffix_len)
+                self.generic = generic_pairs(pool.tokenizer, self.generic_texts, pool.prefix_len, cfg.suffix_len)
         self.scored_generic = self._generic_in_context()
         self.own_prefix = np.hstack([own, np.zeros((len(own), len(self.generic)), dtype=bool)])
 
@@ -493,27 +491,27 @@ class PriorAwareMemorization(AuditMethod):
         """The generic calibration pairs as scored: after the prompt header (prompt context), or put in the run's
         training frame in place of a memorization text (train context; see the module docstring)."""
         if self.context == "prompt":
-            return [(self.run.context(p), s) for p, s in self.generic]
-        if self.generic_texts and self.run.train_frame is None:
+            return [(self.pool.prompt_context(p), s) for p, s in self.generic]
+        if self.generic_texts and self.pool.train_frame is None:
             raise ValueError("audit.pa.context=train calibrates n on generic sequences put in a training record's "
                              "rendering, and this run has no record to take it from: set audit.pa.n_ratio, or "
                              "audit.pa.context=prompt")
-        return generic_in_training(self.run.tokenizer, self.run.train_frame, self.generic_texts, self.run.prefix_len,
+        return generic_in_training(self.pool.tokenizer, self.pool.train_frame, self.generic_texts, self.pool.prefix_len,
                                    self.cfg.suffix_len)
 
     @classmethod
-    def work(cls, cfg: PriorAwareConfig, clients: int) -> str:
+    def round_cost(cls, cfg: PriorAwareConfig, clients: int) -> str:
         return f"{cfg.n * clients} suffixes scored under {cfg.c * cfg.trials} prior prefixes each"
 
     # -- per round
-    def audit(self, ctx: RoundContext) -> dict:
+    def audit(self, audited: AuditedModel) -> dict:
         cfg, samples = self.cfg, self.audited
         pairs = [(p, s[: cfg.suffix_len]) for p, s in (smp.scored_in(self.context) for smp in samples)]
         n_s = len(pairs)
         generic = self.scored_generic
-        log_p_all = ctx.logprobs(pairs + generic)
+        log_p_all = audited.logprobs(pairs + generic)
         # One pass of the engine for the audited and the generic suffixes: each prefix's cache serves both.
-        logq = ctx.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + generic])
+        logq = audited.prior_logprobs(self.prior_prefixes, [s for _, s in pairs + generic])
         est = prior_estimate(logq, cfg.trials, exclude=self.own_prefix)
         log_p, log_phat = log_p_all[:n_s], est.log_phat[:n_s]
         log_ratio = log_p - log_phat
@@ -559,7 +557,7 @@ class PriorAwareMemorization(AuditMethod):
         drawn, clients = self.drawn, np.array([s.client for s in self.audited])
         spread = draw_spread(log_p, est.log_phat_per_trial[:, :n_s], math.log(self.m), log_n, drawn, clients)
         per_client = [{"client": c, **_counts(ext[drawn & (clients == c)], pa[drawn & (clients == c)],
-                                              spread.get(c, 0.0))} for c in self.run.clients]
+                                              spread.get(c, 0.0))} for c in self.pool.clients]
         overall = _counts(ext[drawn], pa[drawn], spread.get("all", 0.0))
         return per_client, overall
 
@@ -638,15 +636,15 @@ class PriorAwareMemorization(AuditMethod):
         """A calibration text for the report: sentences of the public corpus are rows of the data source (redacted
         like training text), the fixed generic sentences are not."""
         if self.cfg.generic is None and self.generic_source == "public":
-            return self.run.redact(text)
+            return self.pool.redact(text)
         return text[:60] + ("…" if len(text) > 60 else "")
 
     def _example(self, s: AuditSample, row: dict) -> dict:
         keys = ("id", "client", "log10_ratio", "log10_p", "log10_prior", "extractable", "pa_memorized", "tags")
         suffix = s.scored_in(self.context)[1][: self.cfg.suffix_len]
         return {k: row[k] for k in keys} | {
-            "prefix": self.run.redact(s.prefix_text_in(self.context)),
-            "suffix": self.run.redact(self.run.tokenizer.decode(list(suffix)))
+            "prefix": self.pool.redact(s.prefix_text_in(self.context)),
+            "suffix": self.pool.redact(self.pool.tokenizer.decode(list(suffix)))
         }
 
     @staticmethod

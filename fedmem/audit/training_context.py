@@ -18,15 +18,23 @@ Prior-Aware puts its generic calibration sentences there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
-from fedmem.audit.base import AuditSample
+from fedmem.common.fields import option
 from fedmem.data.templates import format_example
 
 # Where a method scores a suffix: "train", in the training sequence up to the prefix's end (SPEC §6); "prompt", in
 # MR's prompt (the prefix alone in the open user turn, SPEC §3), which the model never saw in training.
 ScoringContext = Literal["train", "prompt"]
+
+
+def context_option(what: str):
+    """The ``context`` setting of a method that scores suffixes (one help text for all of them): ``what`` is scored
+    in the training context (the default) or in MR's prompt."""
+    return option("train", f"{what}: train (the training sequence up to the prefix's end, task template and "
+                           "instruction included: the text as trained) or prompt (MR's prompt: the prefix alone in "
+                           "the open user turn, never seen in training)")
 
 
 @dataclass(frozen=True)
@@ -88,19 +96,6 @@ class TrainingFrame:
         end = stop if suffix_len is None else min(stop, cut + suffix_len)
         covered = min(offsets[cut - 1][1] - len(self.before), len(text))
         return TrainingForm(tuple(ids[:cut]), tuple(ids[cut:end]), text[:covered])
-
-
-def with_training_form(sample: AuditSample, form: TrainingForm, trained_len: int | None = None) -> AuditSample:
-    """``sample`` carrying its training-context form, cut where training cut the record (its first ``trained_len``
-    ids, ``model.max_seq_len``; None: nothing cut): the suffix keeps only the tokens training saw, and a sample whose
-    prefix itself was cut keeps none (``train_cut`` counts what went, SPEC §6)."""
-    context, suffix, cut = form.context_ids, form.suffix_ids, 0
-    if trained_len is not None and len(context) + len(suffix) > trained_len:
-        kept = max(0, trained_len - len(context))
-        cut = len(sample.suffix_ids) if kept == 0 else len(suffix) - kept
-        suffix = suffix[:kept]
-    return replace(sample, train_context_ids=context, train_suffix_ids=suffix, train_prefix_text=form.prefix_text,
-                   train_cut=cut)
 
 
 def check_training_forms(samples, key: str) -> None:

@@ -1,6 +1,6 @@
 """Utility of the audited model on each client's test split (SPEC §1): ROUGE-L and BLEU for generative tasks,
 accuracy for classification; per client and weighted by test-sample count. It shares the round's generation
-pass machinery (``RoundContext.generate``), greedy so that utility does not depend on the sampling seed.
+pass machinery (``AuditedModel.generate``), greedy so that utility does not depend on the sampling seed.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditMethod, Figure, RoundContext, register
+from fedmem.audit.base import AuditedModel, AuditMethod, Figure, register
 from fedmem.audit.performance import rouge_l
 from fedmem.common.fields import check_fields, option, positive
 from fedmem.engine.config import Decoding
@@ -56,17 +56,17 @@ class Utility(AuditMethod):
         return {"test": cfg.n}
 
     @classmethod
-    def work(cls, cfg: UtilityConfig, clients: int) -> str:
+    def round_cost(cls, cfg: UtilityConfig, clients: int) -> str:
         return f"{cfg.n * clients} greedy generations"
 
-    def audit(self, ctx: RoundContext) -> dict:
-        samples = [s for c in self.run.clients for s in self.run.test[c][: self.cfg.n]]
-        outs = ctx.generate([s.full_prompt_ids or s.prompt_ids for s in samples], self.cfg.max_new_tokens,
+    def audit(self, audited: AuditedModel) -> dict:
+        samples = [s for c in self.pool.clients for s in self.pool.test[c][: self.cfg.n]]
+        outs = audited.generate([s.full_prompt_ids or s.prompt_ids for s in samples], self.cfg.max_new_tokens,
                             decoding=Decoding(strategy="greedy"), seed=0)
-        classify = self.run.task_config is not None and getattr(self.run.task_config, "metric", "") == "accuracy"
+        classify = self.pool.task_config is not None and getattr(self.pool.task_config, "metric", "") == "accuracy"
         per_client: dict[int, dict[str, list[float]]] = {}
         for s, o in zip(samples, outs):
-            pred = ctx.decode(o[0])
+            pred = audited.decode(o[0])
             d = per_client.setdefault(s.client, {})
             if classify:
                 d.setdefault("accuracy", []).append(float(label_match(pred, s.label or s.reference)))

@@ -1,7 +1,8 @@
 """Per-task presets: the Table-6 template, the public Hugging Face dataset, its columns, and the paper's clients.
 
 These are the defaults a :class:`~fedmem.data.config.TaskConfig` fills in for every field left ``None``;
-``conf/task/<name>.yaml`` spells out the same values (a test keeps the two in sync).
+``conf/task/<name>.yaml`` names the task and lists nothing else, so the values live here once
+(``tests/test_config.py`` composes every task's YAML and checks that it resolves to its preset).
 
 Datasets (public ids on the Hugging Face Hub; fedmem never downloads at test time, and any of them can be
 replaced by local files in the same schema with ``data.path``):

@@ -1,7 +1,7 @@
 """Generation for many prompts at once: fedmem's decoding loop, or transformers' ``generate`` on fixed batches.
 
 Every audit method that needs model outputs goes through :func:`generate_batched` (via
-``RoundContext.generate``), so a round makes one generation pass per distinct request. Prompts are sorted by
+``AuditedModel.generate``), so a round makes one generation pass per distinct request. Prompts are sorted by
 length before batching so that batches carry little padding; outputs are returned in the caller's order.
 
 Two backends give the same outputs' distribution (greedy: the same tokens): ``fedmem``

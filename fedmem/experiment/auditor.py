@@ -7,22 +7,22 @@ this layer never trains and never reads back what it wrote.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
-from fedmem.audit import AUDIT_METHODS, RoundContext
+
+from safetensors.torch import load_file
+
+from fedmem.audit import AUDIT_METHODS, AuditedModel
 from fedmem.audit.agreement import agreement
-from fedmem.audit.samples import (
-    build_audit_run,
-    check_common_draw,
-    check_supply,
-    place_common_draw,
-)
 from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.common.progress import progress_bar
-from fedmem.config.experiment import ExperimentConfig, method_configs
+from fedmem.config.experiment import ExperimentConfig
+from fedmem.engine.model.gguf import gguf_identity
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.experiment.loading import AuditPlan, audit_plan, fresh_lora_model
 from fedmem.federation.privacy import round_privacy, sampled_clients
 from fedmem.reports.console import round_line
 from fedmem.reports.pages import (
@@ -34,50 +34,26 @@ from fedmem.reports.pages import (
 )
 
 
-def audit_pool(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None = None) -> tuple:
-    """(the run's audit pool, each enabled method's config): the pool built and checked against what every method
-    audits, so that a pool the data cannot fill fails here, before anything is written. The pool carries the
-    common draw (``audit.common_draw``), which every method that decides per train sample must audit.
-    ``trained_len``: the length training cuts a record at (None: a model fedmem did not train)."""
-    run = build_audit_run(cfg.audit, cfg.task, data, tokenizer, cfg.seed, trained_len)
-    configs = method_configs(cfg)
-    check_supply(run, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})
-    suffix = {name: AUDIT_METHODS[name].min_suffix(c) for name, c in configs.items()}
-    longest = max(suffix, key=suffix.get, default="")
-    min_suffix = suffix.get(longest, 0)
-    run = place_common_draw(run, cfg.audit.common_draw, min_suffix, f"audit.{longest}" if min_suffix else "")
-    audited = {name: AUDIT_METHODS[name].audited_train(c, run) for name, c in configs.items()}
-    check_common_draw(run, {name: ids for name, ids in audited.items() if ids is not None},
-                      {name: size_setting(name, c) for name, c in configs.items()})
-    return run, configs
-
-
 def averaged_replies(participation: dict | None) -> int | None:
     """How many clients' updates a round averaged (its trained clients); None where the round does not say."""
     return len(participation["trained"]) if participation and "trained" in participation else None
 
 
-def size_setting(name: str, cfg) -> str:
-    """``audit.<method>.<key>=<value>`` of the method's first size key (``AuditMethod.size_keys``), for errors."""
-    keys = AUDIT_METHODS[name].size_keys
-    return f"audit.{name}.{keys[0]}={getattr(cfg, keys[0], '?')}" if keys else f"audit.{name}'s size"
-
-
 class Auditor:
     """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
     in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already).
-    ``pool``: the run's audit pool and method configs (:func:`audit_pool`), built and checked by the caller before
-    anything was written."""
+    ``plan``: the run's audit pool and method configs (``fedmem.experiment.loading.audit_plan``), built and checked
+    by the caller before anything was written."""
 
-    def __init__(self, cfg: ExperimentConfig, model, tokenizer, pool: tuple, label: str = "fl",
+    def __init__(self, cfg: ExperimentConfig, model, tokenizer, plan: AuditPlan, label: str = "fl",
                  source: dict | None = None, save_adapters: bool = True):
         self.cfg, self.label = cfg, label
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
-        self.run, configs = pool
-        self.methods = {name: AUDIT_METHODS[name](c, self.run) for name, c in configs.items()}
+        self.pool = plan.pool
+        self.methods = {name: AUDIT_METHODS[name](c, self.pool) for name, c in plan.configs.items()}
         self.setup_seconds = time.perf_counter() - t
         self.history: list[dict] = []
         # round -> who took part in it, every round of the run so far (a re-audit of some rounds knows them all):
@@ -115,17 +91,17 @@ class Auditor:
         sections, timings = self._audit(server_round, out)
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
-        truth = score_against_truth(self.methods, sections) if (self.run.ground_truth or {}).get("canaries") else {}
+        truth = score_against_truth(self.methods, sections) if (self.pool.ground_truth or {}).get("canaries") else {}
         verdicts = method_verdicts(self.methods, sections)
-        common = {i for ids in self.run.common_draw.values() for i in ids}
+        common = {i for ids in self.pool.common_draw.values() for i in ids}
         result = RoundResult(
             round=server_round, label=self.label, sections=sections, timings=timings,
             elapsed=time.perf_counter() - self._t0, source=self.source, train_log=train_log or {},
             participation=participation or {}, truth=truth,
             defense=self._defense(server_round, clipping_norm, train_log, participation),
-            agreement=agreement(verdicts, common, self.run.seed) if len(verdicts) >= 2 and common else {},
+            agreement=agreement(verdicts, common, self.pool.seed) if len(verdicts) >= 2 and common else {},
         )
-        report = write_round_report(out, self.cfg, result, self.methods, self.run)
+        report = write_round_report(out, self.cfg, result, self.methods, self.pool)
         print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
         self.history.append(report)
         self._last_end = time.perf_counter()
@@ -141,13 +117,13 @@ class Auditor:
         averaged = [averaged_replies(self.participation.get(r)) for r in range(1, server_round + 1)]
         averaged = [m if m is not None else sampled_clients(cfg.strategy, cfg.num_clients) for m in averaged]
         dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, averaged, clipping_norm, norms)
-        return {"dp": dp, "dedup": (self.run.ground_truth or {}).get("dedup")}
+        return {"dp": dp, "dedup": (self.pool.ground_truth or {}).get("dedup")}
 
     def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:
         """(each method's report section, the seconds each took and its stages') for the model as it is now."""
         audit = self.cfg.audit
-        ctx = RoundContext(
-            run=self.run, round=server_round, model=self.model, label=self.label,
+        audited = AuditedModel(
+            pool=self.pool, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
             generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
@@ -158,7 +134,7 @@ class Auditor:
             for name, method in self.methods.items():
                 bar.describe(f"audit round {server_round}: {name}")
                 t = time.perf_counter()
-                sections[name] = method.audit(ctx)
+                sections[name] = method.audit(audited)
                 timings[name] = round(time.perf_counter() - t, 3)
                 stages = sections[name].pop("seconds", None)  # timings live beside the figures, not among them
                 if stages:
@@ -170,3 +146,31 @@ class Auditor:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
         for method in self.methods.values():
             method.close()
+
+
+
+def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None = None,
+                 save_adapters: bool = True) -> Auditor:
+    """The run's auditor over the global model (its own LoRA model, seeded like every client's). ``source`` (what is
+    audited; a training run unless told) also gets a GGUF base model's file and sha256, so that every report names
+    the exact weights that were fine-tuned."""
+    source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
+    return Auditor(cfg, *fresh_lora_model(cfg), audit_plan(cfg), label=label, source=source,
+                   save_adapters=save_adapters)
+
+
+def saved_adapter(run_dir, server_round: int) -> dict:
+    """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
+    return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
+
+
+def training_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) -> tuple[Auditor, dict]:
+    """(the auditor of a run fedmem trains, the global adapter to train from): a new run's initial adapter, or,
+    continuing after ``start_round``, that round's saved adapter, with the reports of rounds 0..``start_round`` as
+    the history."""
+    auditor = make_auditor(cfg, label=label)
+    if not start_round:
+        return auditor, auditor.initial_adapter()
+    auditor.restore([json.loads((Path(cfg.run_dir) / f"round_{r}" / "report.json").read_text())
+                     for r in range(start_round + 1)])
+    return auditor, saved_adapter(cfg.run_dir, start_round)

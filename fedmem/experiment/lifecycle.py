@@ -5,7 +5,7 @@ after its last completed round.
 The config is validated and resolved once, here, and handed down as an ``ExperimentConfig``; only the Flower
 clients, in their own processes, read the written ``config.yaml`` back. How the rounds are trained is the caller's:
 the CLI passes the Flower simulation in (``server.simulation``), so this module never imports the Flower apps; the
-centralized baseline trains here (``fedmem.experiment.runtime``). A round that falls short of its trained clients is recorded
+centralized baseline trains here (``fedmem.experiment.training``). A round that falls short of its trained clients is recorded
 by the ServerApp with :func:`record_failure` (Flower only logs an exception of the ServerApp) and raised here.
 """
 
@@ -20,7 +20,8 @@ import yaml
 
 from fedmem.common.io import atomic_write_json
 from fedmem.config.experiment import ExperimentConfig, from_dict, write_config
-from fedmem.experiment.runtime import preflight, run_centralized
+from fedmem.experiment.preflight import preflight
+from fedmem.experiment.training import run_centralized
 from fedmem.federation.rounds import RoundFailedError
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
 

@@ -40,13 +40,8 @@ from fedmem.engine.model.load import (
     load_audited_model,
     load_tokenizer,
 )
-from fedmem.experiment.auditor import Auditor, audit_pool
-from fedmem.experiment.runtime import (
-    federated_data,
-    make_auditor,
-    run_audit_pool,
-    saved_adapter,
-)
+from fedmem.experiment.auditor import Auditor, make_auditor, saved_adapter
+from fedmem.experiment.loading import AuditPlan, audit_plan, checked_plan, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.sweep import write_sweep_report
 
@@ -103,7 +98,7 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)
-    run_audit_pool(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
+    audit_plan(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
     return cfg, rounds_, run
 
 
@@ -171,8 +166,8 @@ def _files_sha256(directory: str) -> str:
     return h.hexdigest()
 
 
-def prepare_external(overrides: list[str], name: str | None) -> tuple[ExperimentConfig, tuple]:
-    """(the config, the audit pool) of an external model's audit, everything validated (config, model and adapter
+def prepare_external(overrides: list[str], name: str | None) -> tuple[ExperimentConfig, AuditPlan]:
+    """(the config, the audit plan) of an external model's audit, everything validated (config, model and adapter
     directories, the data's sample pool with the model's tokenizer); nothing is written."""
     preset = [] if any(o.startswith("experiment=") for o in overrides) else ["experiment=paper"]
     d = compose_dict([*preset, *overrides])  # the papers' audit rules unless another preset is named
@@ -184,7 +179,7 @@ def prepare_external(overrides: list[str], name: str | None) -> tuple[Experiment
     cfg = from_dict(d)
     check_local_model(cfg.model)
     check_membership(cfg)
-    return cfg, audit_pool(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
+    return cfg, checked_plan(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
 
 
 def check_membership(cfg: ExperimentConfig) -> None:
@@ -197,9 +192,9 @@ def check_membership(cfg: ExperimentConfig) -> None:
                          f"(data.membership_column, values train / test / public), or leave those methods out")
 
 
-def audit_external(cfg: ExperimentConfig, pool: tuple) -> Path:
+def audit_external(cfg: ExperimentConfig, plan: AuditPlan) -> Path:
     """Audit ``model.path`` or ``model.gguf_file`` (+ ``model.adapter``) on the configured clients' data, once, as
-    round 0, over the pool :func:`prepare_external` built."""
+    round 0, over the plan :func:`prepare_external` built."""
     if cfg.model.gguf_file:
         ident = gguf_identity(cfg.model)
         model_name, model_sha256 = ident["gguf_file"], ident["gguf_sha256"]
@@ -210,7 +205,7 @@ def audit_external(cfg: ExperimentConfig, pool: tuple) -> Path:
     data = federated_data(cfg)
     source["membership"] = data.ground_truth.get("membership") or {"source": "split", "seed": cfg.seed}
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
-    auditor = Auditor(cfg, model, tokenizer, pool, label="fl", source=source, save_adapters=False)
+    auditor = Auditor(cfg, model, tokenizer, plan, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
@@ -237,7 +232,7 @@ def prepare_audit(argv: list[str]) -> Callable[[], Path]:
             return lambda: reaudit(cfg, rounds, run, overrides)
         if multirun or "rounds" in special:
             raise ValueError("fedmem audit: -m and rounds= need run=<run dir> (a training run's saved rounds)")
-        cfg, pool = prepare_external(overrides, special.get("name"))
-        return lambda: audit_external(cfg, pool)
+        cfg, plan = prepare_external(overrides, special.get("name"))
+        return lambda: audit_external(cfg, plan)
     except (HydraException, OmegaConfBaseException) as e:
         raise ValueError(str(e).strip().splitlines()[0]) from None

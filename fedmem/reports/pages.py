@@ -6,7 +6,7 @@ the data), every audit section with a ``config`` and a ``headline`` of scalar fi
 beside it as ``<figure>_ci95``. The HTML pages embed their figures, so a page can be mailed alone.
 
 Every file is written atomically (temp file + rename), so an interrupted run never leaves a half-written report.
-Training text is redacted by the methods themselves (``AuditRun.redact``) unless ``audit.reveal_text`` is set;
+Training text is redacted by the methods themselves (``AuditPool.redact``) unless ``audit.reveal_text`` is set;
 every page says which.
 """
 
@@ -196,7 +196,7 @@ class RoundResult:
 
 
 def round_report(result: RoundResult, cfg, run) -> dict:
-    """``report.json`` of one audited round (``run``: the run's ``AuditRun``, its clients and their names)."""
+    """``report.json`` of one audited round (``run``: the run's ``AuditPool``, its clients and their names)."""
     return to_jsonable({
         "schema_version": SCHEMA_VERSION,
         "round": result.round,

@@ -37,7 +37,7 @@ class View:
     """How one method's sections read. Built once per report with the method (its config, the run's clients)."""
 
     def __init__(self, method: AuditMethod):
-        self.method, self.cfg, self.run = method, method.cfg, method.run
+        self.method, self.cfg, self.pool = method, method.cfg, method.pool
 
     @property
     def panels(self) -> tuple[Panel, ...]:

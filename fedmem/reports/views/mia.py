@@ -33,7 +33,7 @@ class MembershipInferenceView(View):
         for a, f in section["attacks"].items():
             lines.append(f"| {f['label']} | {f['member_when']} | {auc(f)} | {pct(f['tpr_at_1pct_fpr'])} | "
                          f"{pct(f['tpr_at_5pct_fpr'])} |")
-        names = self.run.client_names
+        names = self.pool.client_names
         lines += ["", "ROC AUC per client:", "",
                   "| client | members | non-members | " + " | ".join(LABELS[a] for a in ATTACKS) + " |",
                   "|---" * (len(ATTACKS) + 3) + "|"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from fedmem.audit.detector import CATEGORIES
+from fedmem.audit.mr.detector import CATEGORIES
 from fedmem.audit.truth import canary_group_order
 from fedmem.common.fmt import pct_ci, pts_ci, scale_ceiling
 from fedmem.common.io import pyplot, save_figure
@@ -38,7 +38,7 @@ class MemorizationRatioView(View):
     def _heatmap(self, ax, m: list[list[float]], clients: list[int], vmax: float, title: str):
         """One MR(j→k) matrix in percent on a colour scale from 0 to ``vmax`` (shared by the heatmaps it is shown
         beside), client names on both axes, each cell's value in a colour readable on its shade."""
-        names = [self.run.client_names.get(c, str(c)) for c in clients]
+        names = [self.pool.client_names.get(c, str(c)) for c in clients]
         im = ax.imshow([[100 * v for v in row] for row in m], cmap="Reds", vmin=0, vmax=100 * vmax)
         for j, row in enumerate(m):
             for k, v in enumerate(row):
@@ -85,7 +85,7 @@ class MemorizationRatioView(View):
         return out
 
     def _matrix_table(self, section: dict, cat: str = "any") -> list[str]:
-        clients, names = section["clients"], self.run.client_names
+        clients, names = section["clients"], self.pool.client_names
         ci = ((section.get("uncertainty") or {}).get(cat, {}).get("matrix_ci95")
               or [[None] * len(clients)] * len(clients))
         lines = ["| prefix client j \\ suffix client k | " + " | ".join(names.get(c, str(c)) for c in clients) + " |",
@@ -132,7 +132,7 @@ class MemorizationRatioView(View):
         shared = (section.get("control") or {}).get("shared")
         if not shared:
             return []
-        names = self.run.client_names
+        names = self.pool.client_names
         held = ", ".join(f"{names.get(c, c)}: {n}" for c, n in zip(section["clients"], shared["suffixes_with_shared"]))
         lines = ["", f"Shared text ({shared['rule']}). Indexed suffixes holding a shared passage: {held}."]
         if shared["passages"]:
@@ -175,7 +175,7 @@ class MemorizationRatioView(View):
         if section.get("examples"):
             lines += ["", "Examples (a few per category and client pair):", "",
                       "| category | j → k | prefix | generation | matched suffix |", "|---|---|---|---|---|"]
-            names = self.run.client_names
+            names = self.pool.client_names
             lines += [f"| {e['category']} | {names.get(e['prefix_client'])} → {names.get(e['suffix_client'])} | "
                       f"{_cell_text(e['prefix'])} | {_cell_text(e['generation'], [c[:2] for c in e['spans']])} | "
                       f"{_cell_text(e['suffix'], [c[2:] for c in e['spans']])} |" for e in section["examples"]]
@@ -192,7 +192,7 @@ class MemorizationRatioView(View):
                          f"{g['max_new_tokens']} tokens (median length {g['median_tokens']} tokens). Decoding "
                          f"({g['decoding']['strategy']}) as generate ran it: {used}.")
         dropped = section["incoherent_dropped"]
-        per_client = ", ".join(f"{self.run.client_names.get(c, c)}: {n}" for c, n in zip(section["clients"], dropped))
+        per_client = ", ".join(f"{self.pool.client_names.get(c, c)}: {n}" for c, n in zip(section["clients"], dropped))
         lines.append(f"\nIncoherent generations dropped: {sum(dropped)} ({per_client}); "
                      f"pairs checked by the detector: {section['pairs_checked']}. Per-prefix records, with each "
                      f"match's aligned spans: [mr_records.jsonl.gz](mr_records.jsonl.gz).")
@@ -227,6 +227,31 @@ class MemorizationRatioView(View):
                 f"about): {excesses('excess_other_')}. On distinctive text: {excesses('distinctive_excess_')}. The "
                 f"data's floor (held-out texts' true continuations): MR_Total "
                 f"{pct_ci(h.get('floor_total'), h.get('floor_total_ci95'))}.", ""]
+
+    def data_check_lines(self, report: dict) -> list[str]:
+        """``fedmem data check``'s lines from ``MemorizationRatio.before_training``."""
+        names, clients = self.pool.client_names, self.pool.clients
+        lines = ["Held-out texts left out as training text (their normalized text, or under near dedup a near "
+                 "duplicate, is in a training split or the public share): "
+                 + ", ".join(f"{names[c]} {n}" for c, n in zip(clients, report["heldout_trained"])),
+                 f"MR's floor: {report['heldout']} held-out texts per client, their true continuations matched as "
+                 f"generations against {report['n']} training suffixes per client (top {report['top_k']}, the "
+                 "detector)"]
+        for text in ("all", "distinctive"):
+            f = report["floor"][text]["any"]
+            row = [f"MR_Intra {pct_ci(f['intra'], f['intra_ci95'])}"]
+            if f["inter"] is not None:
+                row.append(f"MR_Inter {pct_ci(f['inter'], f['inter_ci95'])}")
+            row.append(f"MR_Total {pct_ci(f['total'], f['total_ci95'])}")
+            lines.append(f"  {text} text: " + ", ".join(row))
+        shared = report["shared"]
+        lines.append("Indexed suffixes holding a passage that two or more clients or the public share hold: "
+                     + ", ".join(f"{names[c]} {n}/{report['n']}" for c, n in zip(clients,
+                                                                                  shared["suffixes_with_shared"])))
+        for p in shared["passages"]:
+            lines.append(f"  {p['suffixes']:>5} suffixes, clients {','.join(names[c] for c in p['clients'])}"
+                         f"{' and the public share' if p['public'] else ''}: {p['text'][:100]}")
+        return lines
 
     def summary(self, first: dict, last: dict) -> str:
         h = last["headline"]

@@ -69,7 +69,7 @@ class PriorAwareView(View):
             "|---|---|---|---|---|",
         ]
         for v in section["per_client"]:
-            lines.append(f"| {self.run.client_names.get(v['client'], v['client'])} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} | "
+            lines.append(f"| {self.pool.client_names.get(v['client'], v['client'])} | {v['audited']} | {v['extractable']} | {v['pa_memorized']} | "
                          f"{frac(v['pa_over_extractable'])} |")
         o = section["overall"]
         lines.append(f"| **all** | **{o['audited']}** | **{o['extractable']}** | **{o['pa_memorized']}** | "

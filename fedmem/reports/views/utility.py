@@ -14,7 +14,7 @@ class UtilityView(View):
 
     def markdown(self, section: dict) -> str:
         keys = list(section.get("weighted", {}))
-        names = self.run.client_names
+        names = self.pool.client_names
         rows = ["| client | " + " | ".join(f"{NAMES[k]} %" for k in keys) + " | test samples |",
                 "|---" * (len(keys) + 2) + "|"]
         for v in section.get("per_client", []):

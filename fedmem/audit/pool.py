@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from fedmem.audit.base import AuditRun, AuditSample
+from fedmem.audit.base import AuditPool, AuditSample
 from fedmem.audit.config import AuditConfig
-from fedmem.audit.training_context import TrainingFrame, has_offsets, with_training_form
+from fedmem.audit.training_context import TrainingForm, TrainingFrame, has_offsets
 from fedmem.data import continuation_header, format_prompt
 from fedmem.data.dedup import TrainedText
 
@@ -46,6 +46,19 @@ def text_sample(tokenizer, ids: list[int], header: tuple[int, ...], prefix_len: 
                        prefix_ids=tuple(prefix), suffix_ids=tuple(suffix), prefix_text=tokenizer.decode(prefix),
                        suffix_text=suffix_text, reference=suffix_text, tags=dict(tags or {}),
                        full_prompt_ids=header + tuple(prefix))
+
+
+def with_training_form(sample: AuditSample, form: TrainingForm, trained_len: int | None = None) -> AuditSample:
+    """``sample`` carrying its training-context form, cut where training cut the record (its first ``trained_len``
+    ids, ``model.max_seq_len``; None: nothing cut): the suffix keeps only the tokens training saw, and a sample whose
+    prefix itself was cut keeps none (``train_cut`` counts what went, SPEC §6)."""
+    context, suffix, cut = form.context_ids, form.suffix_ids, 0
+    if trained_len is not None and len(context) + len(suffix) > trained_len:
+        kept = max(0, trained_len - len(context))
+        cut = len(sample.suffix_ids) if kept == 0 else len(suffix) - kept
+        suffix = suffix[:kept]
+    return replace(sample, train_context_ids=context, train_suffix_ids=suffix, train_prefix_text=form.prefix_text,
+                   train_cut=cut)
 
 
 def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: dict[str, TrainingFrame],
@@ -98,7 +111,7 @@ def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.
     return out
 
 
-def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int, trained_len: int | None = None) -> AuditRun:
+def build_audit_pool(audit: AuditConfig, task, data, tokenizer, seed: int, trained_len: int | None = None) -> AuditPool:
     """The run's fixed audit pool: per client the planted canaries and ``audit.samples_per_client`` ordinary train
     samples, and ``audit.test_per_client`` test samples that are not training text (SPEC §3b: a held-out text whose
     normalized text, or under near dedup a near-duplicate, is in any client's training split or the public share is
@@ -122,7 +135,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int, traine
                      heldout_trained[c])
             for c, cs in enumerate(data.clients)}
     pools = {"train": train, "test": test}
-    return AuditRun(
+    return AuditPool(
         train=train,
         test=test,
         train_sizes={c: len(cs.train) for c, cs in enumerate(data.clients)},
@@ -138,7 +151,7 @@ def build_audit_run(audit: AuditConfig, task, data, tokenizer, seed: int, traine
         train_frame=next((frames[s.id] for c in sorted(train) for s in train[c] if s.id in frames), None),
         training_texts=training_texts,
         heldout_trained={c: len(texts) for c, texts in heldout_trained.items()},
-        cut_at_trained_length={c: {split: sum(s.train_cut > 0 for s in pool[c]) for split, pool in pools.items()}
+        cut_at_trained_length={c: {split: sum(s.train_cut > 0 for s in drawn[c]) for split, drawn in pools.items()}
                                for c in train},
     )
 
@@ -159,25 +172,38 @@ def draw(samples: list[AuditSample], n: int, min_suffix: int = 0) -> tuple[list[
     return out, short
 
 
+def is_canary(s: AuditSample) -> bool:
+    return "canary" in s.tags
+
+
+def draw_and_planted(samples: list[AuditSample], n: int, min_suffix: int = 0, planted=is_canary
+                     ) -> tuple[list[AuditSample], list[AuditSample], int]:
+    """(the draw, the planted samples beside it, the samples passed over for a short suffix) of one client's pool:
+    :func:`draw`'s n ordinary samples for the rates, then every ``planted`` sample (canaries by default) with at
+    least ``min_suffix`` trained suffix tokens that the draw did not take, audited for the ground truth only."""
+    drawn, short = draw(samples, n, min_suffix)
+    taken = {s.id for s in drawn}
+    return drawn, [s for s in samples if planted(s) and s.trained_suffix_len >= min_suffix and s.id not in taken], short
+
+
 def canaries(samples: list[AuditSample]) -> list[AuditSample]:
     """The planted canaries of one client's pool (audited apart from its ordinary samples)."""
-    return [s for s in samples if "canary" in s.tags]
+    return [s for s in samples if is_canary(s)]
 
 
-def check_supply(run: AuditRun, needs: dict[str, dict[str, int]]) -> None:
+def check_supply(pool: AuditPool, needs: dict[str, dict[str, int]]) -> None:
     """Every method's per-client sample needs (``{method: {split: n}}``, ordinary samples) against what the pool
     holds."""
     for name, need in needs.items():
         for split, n in need.items():
-            pool = run.train if split == "train" else run.test
-            for client, samples in pool.items():
+            for client, samples in (pool.train if split == "train" else pool.test).items():
                 have = len(samples) - len(canaries(samples))
                 if have < n:
                     raise ValueError(f"audit.{name} audits {n} {split} samples per client, but client {client} "
                                      f"supplies {have}: lower audit.{name}'s size")
 
 
-def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str = "") -> AuditRun:
+def place_common_draw(pool: AuditPool, n: int, min_suffix: int, suffix_owner: str = "") -> AuditPool:
     """The pool with each client's common draw, the first ``n`` ordinary (non-canary) train samples of its seeded
     order with at least ``min_suffix`` suffix tokens (what every enabled method can score), moved to just after the
     canaries, its ids in ``run.common_draw``.
@@ -188,7 +214,7 @@ def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str 
     drew before; one that scores shorter suffixes may now take a long-suffix sample in place of a short one.
     ``suffix_owner`` names the method whose suffix sets ``min_suffix``, for the error when a client falls short."""
     train, common = {}, {}
-    for client, samples in run.train.items():
+    for client, samples in pool.train.items():
         chosen, _ = draw(samples, n, min_suffix)
         if len(chosen) < n:
             whose = f" ({suffix_owner}'s suffix)" if suffix_owner else ""
@@ -199,15 +225,15 @@ def place_common_draw(run: AuditRun, n: int, min_suffix: int, suffix_owner: str 
         rest = [s for s in samples if "canary" not in s.tags and s.id not in ids]
         train[client] = canaries(samples) + chosen + rest
         common[client] = tuple(s.id for s in chosen)
-    return replace(run, train=train, common_draw=common)
+    return replace(pool, train=train, common_draw=common)
 
 
-def check_common_draw(run: AuditRun, audited: dict[str, set[str]], sizes: dict[str, str]) -> None:
+def check_common_draw(pool: AuditPool, audited: dict[str, set[str]], sizes: dict[str, str]) -> None:
     """Every method's audited train ids (``{method: ids}``, ``AuditMethod.audited_train``) against the common draw:
     a method that leaves out part of a client's common draw is an error naming its size (``sizes[method]``, such as
     ``audit.pa.n=16``)."""
     for name, ids in audited.items():
-        for client, common in run.common_draw.items():
+        for client, common in pool.common_draw.items():
             missing = [i for i in common if i not in ids]
             if missing:
                 raise ValueError(f"audit.common_draw={len(common)}: every method audits each client's common draw, "

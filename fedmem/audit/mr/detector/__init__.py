@@ -2,7 +2,7 @@
 the changes Lee et al. (2023) made for language-model plagiarism, typing each (generated, suffix) pair as
 verbatim, paraphrase_high, paraphrase_low, idea or none.
 
-    from fedmem.audit.detector import DetectorConfig, PlagiarismDetector
+    from fedmem.audit.mr.detector import DetectorConfig, PlagiarismDetector
     detector = PlagiarismDetector(DetectorConfig())
     detection = detector.detect(generated_text, training_suffix)        # or detect_batch([(g, s), ...])
     detection.category, detection.cases, detection.scores

@@ -1,9 +1,9 @@
 """Cross-client memorization ratio MR(j→k) as a per-round audit method (SPEC §3), with its control (SPEC §3b).
 
 Per round: one generation pass over every client's sampled ordinary training prefixes, its planted canaries and,
-for the control, as many held-out prefixes (shared through ``RoundContext``), the incoherence filter, BM25 over every
+for the control, as many held-out prefixes (shared through ``AuditedModel``), the incoherence filter, BM25 over every
 client's training-suffix index and one batched detector call over every (generation, suffix) pair
-(``fedmem.audit.suffix_match``). From them:
+(``fedmem.audit.mr.suffix_match``). From them:
 
 - the paper's MR, from the ordinary training prefixes, as the paper's code computes it (the index holds each
   prefix's own continuation);
@@ -20,22 +20,20 @@ model.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fedmem.audit.base import AuditMethod, AuditRun, Figure, RoundContext, register
-from fedmem.audit.detector import (
+from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
+from fedmem.audit.mr.detector import (
     CATEGORIES,
     Detection,
     DetectorConfig,
     PlagiarismDetector,
     is_incoherent,
 )
-from fedmem.audit.mr_stats import mr_figures, newcombe
-from fedmem.audit.samples import canaries, draw
-from fedmem.audit.suffix_index import IndexConfig, elasticsearch_client
-from fedmem.audit.suffix_match import (
+from fedmem.audit.mr.stats import mr_figures, newcombe
+from fedmem.audit.mr.suffix_index import IndexConfig, elasticsearch_client
+from fedmem.audit.mr.suffix_match import (
     Matches,
     SuffixMatcher,
     data_floor,
@@ -44,10 +42,12 @@ from fedmem.audit.suffix_match import (
     mr_summary,
     top_ranked,
 )
+from fedmem.audit.pool import canaries, draw
 from fedmem.audit.truth import canary_group
 from fedmem.common.fields import build_section, check_fields, option, positive, section
 from fedmem.common.io import atomic_write_jsonl_gz
-from fedmem.engine.generation import decoding_used, hit_cap
+from fedmem.common.stopwatch import Stopwatch
+from fedmem.engine.generation import hit_cap
 
 
 @dataclass
@@ -170,19 +170,6 @@ class Arm:
         return {"combined": {t: union(own[t], other[t]) for t in TEXTS}, "own": own, "other": other}
 
 
-class Stopwatch:
-    """Seconds per named stage: ``lap(name)`` books the time since the previous lap."""
-
-    def __init__(self):
-        self.laps: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.laps[name] = round(now - self._last, 3)
-        self._last = now
-
-
 @register
 class MemorizationRatio(AuditMethod):
     name = "mr"
@@ -223,43 +210,52 @@ class MemorizationRatio(AuditMethod):
         return {"train": cfg.n} | ({"test": cfg.heldout_size} if cfg.heldout_size else {})
 
     @classmethod
-    def audited_train(cls, cfg: MRConfig, run: AuditRun) -> set[str]:
+    def audited_train(cls, cfg: MRConfig, pool: AuditPool) -> set[str]:
         """The ordinary prefixes of ``self.samples`` (the first n of each client's pool, canaries aside) and the
         planted canaries."""
-        return {s.id for c in run.clients for s in draw(run.train[c], cfg.n)[0] + canaries(run.train[c])}
+        return {s.id for c in pool.clients for s in draw(pool.train[c], cfg.n)[0] + canaries(pool.train[c])}
 
-    def __init__(self, cfg: MRConfig, run: AuditRun, detector=None):
-        super().__init__(cfg, run)
-        self.samples = {c: draw(run.train[c], cfg.n)[0] for c in run.clients}  # ordinary: the ids audited_train names
-        self.canaries = [s for c in run.clients for s in canaries(run.train[c])]
-        self.heldout = {c: run.test[c][: cfg.heldout_size] for c in run.clients} if cfg.heldout_size else {}
-        self.doc = {s.id: (c, i) for c in run.clients for i, s in enumerate(self.samples[c])}  # where in the index
+    def __init__(self, cfg: MRConfig, pool: AuditPool, detector=None):
+        super().__init__(cfg, pool)
+        self.samples = {c: draw(pool.train[c], cfg.n)[0] for c in pool.clients}  # ordinary: the ids audited_train names
+        self.canaries = [s for c in pool.clients for s in canaries(pool.train[c])]
+        self.heldout = {c: pool.test[c][: cfg.heldout_size] for c in pool.clients} if cfg.heldout_size else {}
+        self.doc = {s.id: (c, i) for c in pool.clients for i, s in enumerate(self.samples[c])}  # where in the index
         self.detector = detector or PlagiarismDetector(cfg.detector)
-        self.matcher = SuffixMatcher({c: [s.suffix_text for s in self.samples[c]] for c in run.clients},
+        self.matcher = SuffixMatcher({c: [s.suffix_text for s in self.samples[c]] for c in pool.clients},
                                      self.detector, cfg.top_k, cfg.index)
         self.reference = self._reference()
         # canary id -> its unique secret parts (record and phone number; names come from a small pool)
         self.secret_parts = {k["id"]: [v for key, v in k.get("secret_parts", {}).items() if key != "name"]
-                             for k in run.ground_truth.get("canaries", [])}
+                             for k in pool.ground_truth.get("canaries", [])}
         # once per run, no model: which indexed text is shared (and which held-out and canary continuations hold
         # shared text, for their own-record hits), and the floor of the data itself (SPEC §3b)
-        held = [s for c in run.clients for s in self.heldout.get(c, [])]
+        held = [s for c in pool.clients for s in self.heldout.get(c, [])]
         unindexed = held + self.canaries
-        found = self.matcher.mark_shared(self._training_texts(), run.public_texts,
+        found = self.matcher.mark_shared(self._training_texts(), pool.public_texts,
                                          [(s.client, s.suffix_text) for s in unindexed])
         self.own_passages = {s.id: p for s, p in zip(unindexed, found)}
         self.floor = data_floor(self.matcher, [s.client for s in held], [s.suffix_text for s in held],
-                                run.train_sizes) if held else None
+                                pool.train_sizes) if held else None
         with_shared = self.matcher.shared_suffixes()
-        self.shared = {"rule": SHARED_RULE, "suffixes_with_shared": [with_shared[c] for c in run.clients],
-                       "passages": [p | {"text": run.redact(p["text"])} for p in self.matcher.shared_passages()]}
+        self.shared = {"rule": SHARED_RULE, "suffixes_with_shared": [with_shared[c] for c in pool.clients],
+                       "passages": [p | {"text": pool.redact(p["text"])} for p in self.matcher.shared_passages()]}
+
+    def before_training(self) -> dict[str, Any]:
+        """What the data alone gives MR, no model involved (``fedmem data check``): the held-out texts left out as
+        training text, the data's floor, and the shared passages with the indexed suffixes holding them."""
+        if self.floor is None:
+            raise ValueError("audit.mr.heldout=0: the data's floor needs held-out texts")
+        return {"n": self.cfg.n, "heldout": self.cfg.heldout_size, "top_k": self.cfg.top_k, "floor": self.floor,
+                "heldout_trained": [self.pool.heldout_trained.get(c, 0) for c in self.pool.clients],
+                "shared": self.shared | {"passages": self.shared["passages"][:10]}}
 
     def _training_texts(self) -> dict[int, tuple[str, ...]]:
         """Every client's training texts, where shared passages are searched: the run's whole training splits, or
         for a pool built without its data, the pooled texts."""
-        if self.run.training_texts:
-            return self.run.training_texts
-        return {c: tuple(s.prefix_text + s.suffix_text for s in self.run.train[c]) for c in self.run.clients}
+        if self.pool.training_texts:
+            return self.pool.training_texts
+        return {c: tuple(s.prefix_text + s.suffix_text for s in self.pool.train[c]) for c in self.pool.clients}
 
     def _reference(self) -> dict[str, str]:
         """Which reference behaviour each component follows (written into every report)."""
@@ -277,35 +273,35 @@ class MemorizationRatio(AuditMethod):
         self.matcher.close()
 
     @classmethod
-    def work(cls, cfg, clients: int) -> str:
+    def round_cost(cls, cfg, clients: int) -> str:
         n = (cfg.n + cfg.heldout_size) * clients  # training prefixes and the control's held-out prefixes
         return (f"{n} generations ({cfg.heldout_size * clients} of them the held-out control) and one per planted "
                 f"canary, {n * clients} index queries, up to {n * clients * (cfg.top_k + 1) + n} detector pairs; once "
                 f"per run, the shared passages and the data's floor")
 
-    def audit(self, ctx: RoundContext) -> dict[str, Any]:
-        clients, clock = self.run.clients, Stopwatch()
+    def audit(self, audited: AuditedModel) -> dict[str, Any]:
+        clients, clock = self.pool.clients, Stopwatch()
         planned = {"train": [s for c in clients for s in self.samples[c]], "canary": self.canaries,
                    "heldout": [s for c in clients for s in self.heldout.get(c, [])]}
         order = [s for samples in planned.values() for s in samples]
-        outs = [o[0] for o in ctx.generate([s.prompt_ids for s in order], self.cfg.max_new_tokens)]
-        gens = [ctx.decode(o) for o in outs]
+        outs = [o[0] for o in audited.generate([s.prompt_ids for s in order], self.cfg.max_new_tokens)]
+        gens = [audited.decode(o) for o in outs]
         clock.lap("generation")
         arms, at = {}, 0
         for name, samples in planned.items():
             arms[name] = self._coherent(samples, gens[at: at + len(samples)], outs[at: at + len(samples)])
             at += len(samples)
         clock.lap("incoherence")
-        self._match(ctx, arms, clock)
+        self._match(audited, arms, clock)
         train = arms["train"]
-        figures = {cat: mr_figures(train.prefix_clients, train.padded(h), self.run.train_sizes)
+        figures = {cat: mr_figures(train.prefix_clients, train.padded(h), self.pool.train_sizes)
                    for cat, h in train.paper.hits.items()}
-        section = self._paper_section(ctx, arms, figures, outs[: len(planned["train"])])
+        section = self._paper_section(audited, arms, figures, outs[: len(planned["train"])])
         if planned["heldout"]:
             section["control"] = self._control(arms)
             section["headline"] |= self._control_headline(section["control"])
-        if self.cfg.records and ctx.out_dir:
-            self._write_records(ctx.out_dir, arms)
+        if self.cfg.records and audited.out_dir:
+            self._write_records(audited.out_dir, arms)
         clock.lap("figures")
         section["seconds"] = clock.laps  # where the round's time went, stage by stage (moved to the timings)
         return section
@@ -322,7 +318,7 @@ class MemorizationRatio(AuditMethod):
                 arm.outs.append(o)
         return arm
 
-    def _match(self, ctx: RoundContext, arms: dict[str, Arm], clock: Stopwatch) -> None:
+    def _match(self, audited: AuditedModel, arms: dict[str, Arm], clock: Stopwatch) -> None:
         """Retrieval and typing for every arm, one detector pass over every distinct (generation, suffix) pair: the
         training and held-out arms' generations against each index (top n' + 1, so that the own suffix can be left
         out), and every generation against its own true continuation."""
@@ -344,7 +340,7 @@ class MemorizationRatio(AuditMethod):
                 own_keys[name, i] = key
                 pairs.setdefault(key, (g, s.suffix_text))
         self.detector.reset_stats()
-        found = dict(zip(pairs, self.matcher.detect(list(pairs.values()), ctx.progress, "mr detector")))
+        found = dict(zip(pairs, self.matcher.detect(list(pairs.values()), audited.progress, "mr detector")))
         clock.laps.update({f"detector_{k}": round(v, 3) for k, v in self.detector.timings.items()})
         clock.lap("detector")
         arms["train"].paper = self.matcher.collect(train_n, paper, [found[o] for o in paper])
@@ -361,12 +357,12 @@ class MemorizationRatio(AuditMethod):
             return self.matcher.shared.get(self.doc[sample.id], [])
         return self.own_passages.get(sample.id, [])
 
-    def _paper_section(self, ctx: RoundContext, arms: dict[str, Arm], figures: dict,
+    def _paper_section(self, audited: AuditedModel, arms: dict[str, Arm], figures: dict,
                        outs: list[list[int]]) -> dict[str, Any]:
         """MR as the paper computes it (SPEC §3), from the ordinary training prefixes (``figures``: their
         ``mr_figures`` per category): the matrix, the aggregates per category with their intervals, and the canaries
         against their ground truth."""
-        run, side = self.run, arms["train"]
+        pool, side = self.pool, arms["train"]
         hits = side.paper.hits
         any_, unc = figures["any"], figures["any"]["uncertainty"]
         headline = {"intra": any_["intra"], "intra_ci95": unc["intra"]["ci95"],
@@ -382,7 +378,7 @@ class MemorizationRatio(AuditMethod):
         return {
             "config": asdict(self.cfg),
             # MR_Total is MR_TotalFL for a federated run and MR_TotalCL for the centralized baseline
-            "setting": ctx.label,
+            "setting": audited.label,
             "reference": self.reference,
             "headline": headline,
             "clients": any_["clients"],
@@ -395,8 +391,8 @@ class MemorizationRatio(AuditMethod):
             "uncertainty": {cat: f["uncertainty"] for cat, f in figures.items()},
             "inter_per_client": {cat: f["inter_per_client"] for cat, f in figures.items()},
             "total": {cat: f["total"] for cat, f in figures.items()},
-            "incoherent_dropped": side.dropped(run.clients),
-            "generation": self._generation_stats(ctx, outs),
+            "incoherent_dropped": side.dropped(pool.clients),
+            "generation": self._generation_stats(audited, outs),
             "pairs_checked": side.paper.pairs,
             "ground_truth": self._ground_truth(side, canary),
             "examples": self._examples(side),
@@ -415,16 +411,16 @@ class MemorizationRatio(AuditMethod):
         """MR's control on exchangeable arms (SPEC §3b): for hits on the prefix's own record, on other records and
         either, on all text and on distinctive text, the training and held-out prefixes' MR and the excess; the
         data's floor and the shared passages."""
-        sizes, train, held = self.run.train_sizes, arms["train"], arms["heldout"]
+        sizes, train, held = self.pool.train_sizes, arms["train"], arms["heldout"]
         kinds = {"train": train.kinds(), "heldout": held.kinds()}
 
         def summary(arm: Arm, hits) -> dict:
             return mr_summary(arm.prefix_clients, {cat: arm.padded(h) for cat, h in hits.items()}, sizes)
 
         out: dict[str, Any] = {
-            "heldout_n": [len(self.heldout[c]) for c in self.run.clients],
-            "heldout_incoherent_dropped": held.dropped(self.run.clients),
-            "heldout_trained": [self.run.heldout_trained.get(c, 0) for c in self.run.clients],
+            "heldout_n": [len(self.heldout[c]) for c in self.pool.clients],
+            "heldout_incoherent_dropped": held.dropped(self.pool.clients),
+            "heldout_trained": [self.pool.heldout_trained.get(c, 0) for c in self.pool.clients],
             "rule": OWN_RULE,
         }
         for kind in KINDS:
@@ -456,7 +452,7 @@ class MemorizationRatio(AuditMethod):
         put("excess_own_intra", "own", "all", "intra")  # a prefix's own record is its own client's: no inter
         return out
 
-    def _generation_stats(self, ctx: RoundContext, outs: list[list[int]]) -> dict:
+    def _generation_stats(self, audited: AuditedModel, outs: list[list[int]]) -> dict:
         """How the generations ended (the model's end of turn, or the cap), their lengths, and the decoding values
         ``generate`` used."""
         cap = self.cfg.max_new_tokens
@@ -466,7 +462,7 @@ class MemorizationRatio(AuditMethod):
                 "hit_cap_rate": capped / len(outs) if outs else None,
                 "median_tokens": lengths[len(lengths) // 2] if lengths else None,
                 "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
-                "decoding": decoding_used(ctx.model, self.run.decoding)}
+                "decoding": audited.decoding_values()}
 
     def _ground_truth(self, side: Arm, canary: Arm) -> dict:
         """The planted truth: per canary copy count, how many canaries' generations matched their own record
@@ -503,7 +499,7 @@ class MemorizationRatio(AuditMethod):
     def _examples(self, side: Arm) -> list[dict]:
         """Up to ``examples_per_pair`` detected pairs per category and (prefix client, suffix client), with their
         text: only with ``audit.reveal_text`` (a redacted example says nothing a reader can check)."""
-        if not self.run.reveal_text or not self.cfg.examples_per_pair:
+        if not self.pool.reveal_text or not self.cfg.examples_per_pair:
             return []
         out, taken = [], {}
         for s, gen, matched in zip(side.samples, side.gens, side.paper.matched):
@@ -526,7 +522,7 @@ class MemorizationRatio(AuditMethod):
         typing; how its generation stopped (``end_of_turn`` or ``cap``) and its length in tokens; with
         ``audit.reveal_text`` also the exact prompt text the model saw (special tokens included), the prefix, the
         generation and every matched suffix, so a reader can see what the model produced and what it matched."""
-        reveal, tok, cap = self.run.reveal_text, self.run.tokenizer, self.cfg.max_new_tokens
+        reveal, tok, cap = self.pool.reveal_text, self.pool.tokenizer, self.cfg.max_new_tokens
 
         def match(k, doc, det) -> dict:
             suffix = self.samples[k][doc]

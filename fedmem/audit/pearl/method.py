@@ -6,7 +6,7 @@ Per audited sample x = (prefix p, reference y): perturb p at every intensity k, 
 
 The prompt is the context the model was trained in (``context: train``, the default; SPEC §6): the record's
 training sequence, task template and instruction included, up to the end of p, with the perturbed p spliced in
-place of p (``fedmem.audit.prompt_splice``), so the model continues the client's text where it learned to; y is
+place of p (``fedmem.audit.pearl.prompt_splice``), so the model continues the client's text where it learned to; y is
 that text's true continuation as trained, the suffix cut to the ``max_new_tokens`` an output can have
 (``fedmem.audit.training_context``). ``context: prompt`` uses MR's prompt instead (SPEC §3): p alone in the open
 user turn, which the model never saw in training. The loss attack scores the suffix in the same context, and the
@@ -19,24 +19,23 @@ bootstrap interval recalibrates both alphas in every resample. The per-sample de
 on all non-members, the best single threshold. A loss-threshold membership-inference attack on the same samples
 is reported beside it (PEARL Table 4 shape), calibrated the same way.
 
-Cost: all (samples x intensities) prompts go through one batched ``ctx.generate`` call with
+Cost: all (samples x intensities) prompts go through one batched ``audited.generate`` call with
 ``num_samples = samples_per_intensity``; ``n`` sets the members and ``nonmembers`` the non-members per client.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from fedmem.audit.base import (
+    AuditedModel,
     AuditMethod,
-    AuditRun,
+    AuditPool,
     AuditSample,
     Figure,
-    RoundContext,
     register,
 )
 from fedmem.audit.calibration import (
@@ -50,20 +49,21 @@ from fedmem.audit.calibration import (
     split_halves,
 )
 from fedmem.audit.intervals import rate
-from fedmem.audit.performance import performance
-from fedmem.audit.perturb import (
+from fedmem.audit.pearl.perturb import (
     bitflip,
     change_shares,
     default_replacer,
     flip_count,
     sample_rng,
 )
-from fedmem.audit.prompt_splice import splice_prompt
-from fedmem.audit.samples import draw
-from fedmem.audit.sensitivity import SCORES, intensity_means, sensitivity_scores
-from fedmem.audit.training_context import ScoringContext, check_training_forms
+from fedmem.audit.pearl.prompt_splice import splice_prompt
+from fedmem.audit.pearl.sensitivity import SCORES, intensity_means, sensitivity_scores
+from fedmem.audit.performance import performance
+from fedmem.audit.pool import draw
+from fedmem.audit.training_context import ScoringContext, check_training_forms, context_option
 from fedmem.audit.truth import canary_group
 from fedmem.common.fields import check_fields, option, option_factory, positive
+from fedmem.common.stopwatch import Stopwatch
 
 # Generator streams of the run seed, apart from each other and from the per-sample perturbation generators.
 SPLIT_STREAM, BOOTSTRAP_STREAM = 1, 2
@@ -123,10 +123,8 @@ class PearlConfig:
     )
     synonym_senses: int = option(2, "synonym: synonyms come from this many leading WordNet senses of a word")
     hist_bins: int = option(20, "bins of the member / non-member score histograms")
-    context: ScoringContext = option(
-        "train", "the prompt whose prefix is perturbed and continued, and the loss attack's context: train (the "
-                 "training sequence up to the prefix's end, task template and instruction included) or prompt (MR's "
-                 "prompt: the prefix alone in the open user turn, never seen in training)")
+    context: ScoringContext = context_option(
+        "the prompt whose prefix is perturbed and continued, and the loss attack's context")
 
     def __post_init__(self):
         check_fields(self, "audit.pearl")
@@ -172,35 +170,35 @@ class PearlSensitivity(AuditMethod):
         return {"train": cfg.n, "test": cfg.nonmembers}
 
     @classmethod
-    def audited_train(cls, cfg: PearlConfig, run: AuditRun) -> set[str]:
-        return {s.id for s in cls.draw_members(cfg, run)}
+    def audited_train(cls, cfg: PearlConfig, pool: AuditPool) -> set[str]:
+        return {s.id for s in cls.draw_members(cfg, pool)}
 
     @staticmethod
-    def draw_members(cfg: PearlConfig, run: AuditRun) -> list[AuditSample]:
+    def draw_members(cfg: PearlConfig, pool: AuditPool) -> list[AuditSample]:
         """The first n of each client's pool in its seeded order, canaries aside (the pool always holds them, and
         members that are planted, repeated secrets would be compared with ordinary non-members)."""
-        return [s for c in run.clients for s in draw(run.train.get(c, []), cfg.n)[0]]
+        return [s for c in pool.clients for s in draw(pool.train.get(c, []), cfg.n)[0]]
 
-    def __init__(self, cfg: PearlConfig, run: AuditRun):
-        super().__init__(cfg, run)
-        self.metric = cfg.metric or getattr(run.task_config, "pearl_metric", None) or "ncd"
+    def __init__(self, cfg: PearlConfig, pool: AuditPool):
+        super().__init__(cfg, pool)
+        self.metric = cfg.metric or getattr(pool.task_config, "pearl_metric", None) or "ncd"
         # Fixed per run: which samples are audited, their prompt splits and their perturbed prompts.
-        self.members = self.draw_members(cfg, run)
-        self.nonmembers = [s for c in run.clients for s in run.test.get(c, [])[: cfg.nonmembers]]
+        self.members = self.draw_members(cfg, pool)
+        self.nonmembers = [s for c in pool.clients for s in pool.test.get(c, [])[: cfg.nonmembers]]
         self.samples = self.members + self.nonmembers
         self.context = cfg.context
         if self.context == "train":
             check_training_forms(self.samples, "audit.pearl.context")
         # The prompt continues the client's text, so an output is scored against the text's true continuation (in
         # the same context), as long as an output can be.
-        self.references = [run.tokenizer.decode(list(s.scored_in(self.context)[1][: cfg.max_new_tokens]))
+        self.references = [pool.tokenizer.decode(list(s.scored_in(self.context)[1][: cfg.max_new_tokens]))
                            for s in self.samples]
         self.replacer = (
             default_replacer(cfg.wordnet_dir, cfg.synonym_senses) if cfg.perturbation == "synonym" else None
         )  # loads WordNet + spaCy once, and fails now (before training) when the dictionary is missing
-        t0 = time.perf_counter()
+        clock = Stopwatch()
         self.prompts, self.changes, self.roundtrip_exact = self._perturbed_prompts()
-        self.perturb_s = time.perf_counter() - t0
+        self.perturb_s = clock.lap("perturb", 4)
         # The calibration halves: fixed per run, like the audited samples.
         self.half_a = split_halves([s.client for s in self.nonmembers],
                                    np.random.default_rng([cfg.seed, SPLIT_STREAM]))
@@ -218,7 +216,7 @@ class PearlSensitivity(AuditMethod):
     def _perturbed_prompts(self):
         """(prompts, changes, roundtrip_exact): prompts[s][j] are the prompt ids of sample s at intensity j (j = 0:
         the sample's own context ids); changes[name][s, j] is what intensity j changed in its prefix (``CHANGES``)."""
-        tok = self.run.tokenizer
+        tok = self.pool.tokenizer
         prompts, changes, exact = [], [], []
         for s in self.samples:
             prompt, prefix = s.scored_in(self.context)[0], s.prefix_text_in(self.context)
@@ -236,49 +234,44 @@ class PearlSensitivity(AuditMethod):
 
     # -- the audit ----------------------------------------------------------------------------------------
     @classmethod
-    def work(cls, cfg, clients: int) -> str:
+    def round_cost(cls, cfg, clients: int) -> str:
         per_client = cfg.n + cfg.nonmembers
         return f"{per_client * clients * len(cfg.intensities) * cfg.samples_per_intensity} generations"
 
-    def audit(self, ctx: RoundContext) -> dict[str, Any]:
+    def audit(self, audited: AuditedModel) -> dict[str, Any]:
         cfg = self.cfg
         n_k, n_i = len(cfg.intensities), cfg.samples_per_intensity
         max_new = cfg.max_new_tokens
 
-        t0 = time.perf_counter()
+        clock = Stopwatch()
         flat = [p for row in self.prompts for p in row]
-        outs = ctx.generate(flat, max_new_tokens=max_new, num_samples=n_i) if flat else []
-        t1 = time.perf_counter()
+        outs = audited.generate(flat, max_new_tokens=max_new, num_samples=n_i) if flat else []
+        clock.lap("generate", 4)
 
         tables = np.zeros((len(self.samples), n_k, n_i))
-        with ctx.progress(len(self.samples), "pearl scoring") as bar:
+        with audited.progress(len(self.samples), "pearl scoring") as bar:
             for si in range(len(self.samples)):
                 for j in range(n_k):
-                    texts = [ctx.decode(ids) for ids in outs[si * n_k + j]]
+                    texts = [audited.decode(ids) for ids in outs[si * n_k + j]]
                     tables[si, j] = performance(texts, self.references[si], self.metric, cfg.zlib_level)
                 bar.advance()
         scores = [sensitivity_scores(t, cfg.tau_drop) for t in tables]
-        t2 = time.perf_counter()
+        clock.lap("score", 4)
 
         # Loss attack: mean token NLL of the suffix given its context (the perplexity MIA, in log space).
         pairs = [tuple(map(tuple, s.scored_in(self.context))) for s in self.samples]
-        logp = ctx.logprobs(pairs) if pairs else np.zeros(0)
+        logp = audited.logprobs(pairs) if pairs else np.zeros(0)
         loss = np.array([-lp / max(1, len(sfx)) for lp, (_, sfx) in zip(logp, pairs)])
-        t3 = time.perf_counter()
+        clock.lap("mia", 4)
 
-        section = self._report(ctx, tables, scores, loss)
+        section = self._report(audited, tables, scores, loss)
         section["tables"] = {"ids": [s.id for s in self.samples], "intensities": list(cfg.intensities),
                              "performance": np.round(tables, 5).tolist()}  # [sample][intensity][generation]
-        section["seconds"] = {  # moved by the auditor to the report's timings
-            "perturb": round(self.perturb_s, 4),  # once per run, in the constructor
-            "generate": round(t1 - t0, 4),
-            "score": round(t2 - t1, 4),
-            "mia": round(t3 - t2, 4),
-            "generations": len(flat) * n_i,
-        }
+        # moved by the auditor to the report's timings; perturbing ran once per run, in the constructor
+        section["seconds"] = {"perturb": self.perturb_s, **clock.laps, "generations": len(flat) * n_i}
         return section
 
-    def _report(self, ctx: RoundContext, tables: np.ndarray, scores: list[dict], loss: np.ndarray) -> dict[str, Any]:
+    def _report(self, audited: AuditedModel, tables: np.ndarray, scores: list[dict], loss: np.ndarray) -> dict[str, Any]:
         cfg = self.cfg
         nm = len(self.members)
         is_member = np.array([i < nm for i in range(len(self.samples))])
@@ -412,7 +405,7 @@ class PearlSensitivity(AuditMethod):
     def _counts(self, flags: np.ndarray, is_member: np.ndarray, alpha: float) -> dict[str, Any]:
         """Flagged counts and rates of members and non-members at ``alpha``, overall and per client."""
         per_client = []
-        for c in self.run.clients:
+        for c in self.pool.clients:
             in_c = np.array([s.client == c for s in self.samples], dtype=bool)
             per_client.append({
                 "client": c,

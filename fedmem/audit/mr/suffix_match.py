@@ -7,7 +7,7 @@ prefixes), MR's control (generations from held-out prefixes, and the training pr
 §3b) and the data's **floor**, which needs no model: the held-out texts' own true continuations matched as if they
 were generations, the MR any writer of this data scores without having memorized a record.
 
-Hits on shared text: each indexed suffix's shared passages (``fedmem.audit.shared_text``, found by exact search over
+Hits on shared text: each indexed suffix's shared passages (``fedmem.audit.mr.shared_text``, found by exact search over
 every client's training split and the public share) are marked once per run; a hit whose matched suffix text lies
 mostly in them is labelled shared, the rest distinctive.
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmem.audit.detector import CATEGORIES, Detection, PlagiarismDetector
-from fedmem.audit.mr_stats import mr_figures
-from fedmem.audit.shared_text import Passage, shared_passages
-from fedmem.audit.suffix_index import IndexConfig, query_terms, suffix_index
+from fedmem.audit.mr.detector import CATEGORIES, Detection, PlagiarismDetector
+from fedmem.audit.mr.shared_text import Passage, shared_passages
+from fedmem.audit.mr.stats import mr_figures
+from fedmem.audit.mr.suffix_index import IndexConfig, query_terms, suffix_index
 
 # A hit is shared when more than this share of the suffix characters it matched lie in shared passages.
 SHARED_COVER = 0.5
@@ -113,7 +113,7 @@ class SuffixMatcher:
         return out
 
     def detect(self, pairs: list[tuple[str, str]], bars=None, label: str = "detector") -> list[Detection]:
-        """The detector over ``pairs``, with a progress bar from ``bars(total, label)`` (``RoundContext.progress``)."""
+        """The detector over ``pairs``, with a progress bar from ``bars(total, label)`` (``AuditedModel.progress``)."""
         if not pairs:
             return []
         if bars is None:

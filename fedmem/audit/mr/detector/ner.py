@@ -108,7 +108,7 @@ class NerWorker:
     """
 
     def __init__(self, name: str):
-        code = "import sys; from fedmem.audit.detector.ner import _serve; _serve(sys.argv[1])"
+        code = "import sys; from fedmem.audit.mr.detector.ner import _serve; _serve(sys.argv[1])"
         # One BLAS thread from the start: the helper shares the cores with its caller, and a BLAS library started
         # with one thread tags faster than one limited at run time (``entity_sets``).
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

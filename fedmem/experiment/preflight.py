@@ -1,0 +1,75 @@
+"""What is checked before a run directory exists or Ray starts, and what it may use: the CPUs a client reserves,
+the preflight of a run (resources, data, model, audit plan, each method's own check), and ``fedmem data check``
+(what the data gives MR before any training)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from fedmem.audit import AUDIT_METHODS
+from fedmem.config.experiment import ExperimentConfig, method_configs
+from fedmem.experiment.loading import audit_plan, base_model, federated_data
+from fedmem.federation.strategies import CENTRALIZED
+from fedmem.reports.views import view_for
+
+
+def client_cpus(cfg: ExperimentConfig) -> float:
+    """Ray CPUs each ClientApp reserves: ``simulation.num_cpus_per_client``, or for ``auto`` this machine's cores
+    shared by a round's clients when they number at most two per core, else two clients per core, each share at
+    most ``simulation.torch_threads`` (the threads a client trains on). Training is the same either way (each
+    client trains alone on its own threads): only how many run at once changes. On an attached cluster, auto
+    reserves the threads."""
+    sim = cfg.simulation
+    if sim.num_cpus_per_client != "auto":
+        return float(sim.num_cpus_per_client)
+    if sim.ray_address:
+        return float(sim.torch_threads)
+    per_round = max(1, math.ceil(cfg.strategy.fraction_train * cfg.num_clients))
+    share = math.floor(100 * (os.cpu_count() or 1) / per_round) / 100  # rounded down, so that all of them fit
+    return min(float(sim.torch_threads), max(sim.torch_threads / 2, share))
+
+
+def preflight(cfg: ExperimentConfig) -> str:
+    """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
+    data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
+    needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
+    cpus = os.cpu_count() or 1
+    attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
+    if cfg.strategy.name != CENTRALIZED and not attached and client_cpus(cfg) > cpus:
+        raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
+                         f"{cpus} CPUs: no client could be scheduled")
+    for name, method_cfg in method_configs(cfg).items():
+        AUDIT_METHODS[name].preflight(method_cfg)
+    data = federated_data(cfg)
+    _, _, where = base_model(cfg)
+    pool, configs = audit_plan(cfg)
+    names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
+        str(c) for c in range(data.num_clients)]
+    clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
+    cost = "; ".join(f"{name}: {AUDIT_METHODS[name].round_cost(c, data.num_clients)}" for name, c in configs.items())
+    return (f"{data.num_clients} clients (train/test: {clients}); public corpus {len(data.public_corpus)} texts; "
+            f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} rounds of {cfg.strategy.name}; audit "
+            f"pool per client {len(pool.train[0])} train / {len(pool.test[0])} test samples; audit work per round "
+            f"({cfg.strategy.num_rounds + 1} rounds audited): {cost}")
+
+
+def data_check(cfg: ExperimentConfig) -> str:
+    """What the data gives MR before any model is trained (``fedmem data check``): each client's sizes, then MR's own
+    account of the data (``MemorizationRatio.before_training``, as its view writes it: the held-out texts left out as
+    training text, the data's floor on all and on distinctive text, the passages several clients or the public share
+    hold). The audit pool and MR's settings are the run's own."""
+    data = federated_data(cfg)
+    pool, configs = audit_plan(cfg)
+    mr_cfg = configs.get("mr") or method_configs(dataclasses.replace(
+        cfg, audit=dataclasses.replace(cfg.audit, methods=["mr"])))["mr"]
+    mr = AUDIT_METHODS["mr"](mr_cfg, pool)
+    try:
+        names = pool.client_names
+        head = (f"{len(pool.clients)} clients (train/test records: "
+                + ", ".join(f"{names[c]} {len(s.train)}/{len(s.test)}" for c, s in zip(pool.clients, data.clients))
+                + f"); public share {len(data.public_corpus)} texts")
+        return "\n".join([head, *view_for(mr).data_check_lines(mr.before_training())])
+    finally:
+        mr.close()
