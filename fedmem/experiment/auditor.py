@@ -7,11 +7,14 @@ this layer never trains and never reads back what it wrote.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import torch
 
 from safetensors.torch import load_file
 
@@ -129,24 +132,54 @@ class Auditor:
             generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
             show_progress=self.cfg.train.progress,
         )
-        sections, timings = {}, {}
+        apart = [n for n, m in self.methods.items() if m.runs_apart] if (
+            audit.concurrent and audit.merge_adapter and len(self.methods) > 1) else []
+        rest = [n for n in self.methods if n not in apart]
+        done, start = {}, time.perf_counter()
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
-            for name, method in self.methods.items():
-                bar.describe(f"audit round {server_round}: {name}")
-                t = time.perf_counter()
-                sections[name] = method.audit(audited)
-                timings[name] = round(time.perf_counter() - t, 3)
-                stages = sections[name].pop("seconds", None)  # timings live beside the figures, not among them
-                if stages:
-                    timings[f"{name}_stages"] = stages
-                bar.advance()
+            if apart:
+                audited.computing_model  # built once, before the lanes share it  # noqa: B018
+            with cores_shared_by(1 + len(apart) if rest else len(apart)), \
+                    ThreadPoolExecutor(max_workers=max(1, len(apart))) as lanes:
+                beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
+                for name in rest:
+                    done[name] = self._audit_one(name, audited, bar)
+                done |= {name: future.result() for name, future in beside.items()}
+        sections, timings = {}, {"audit": round(time.perf_counter() - start, 3)}
+        for name in self.methods:  # in the methods' order, however they ran
+            sections[name], seconds, stages = done[name]
+            timings[name] = seconds
+            if stages:  # timings live beside the figures, not among them
+                timings[f"{name}_stages"] = stages
         return sections, timings
+
+    def _audit_one(self, name: str, audited: AuditedModel, bar) -> tuple[dict, float, dict | None]:
+        """(the method's section, its seconds, its stages' seconds)."""
+        bar.describe(f"audit round {audited.round}: {name}")
+        t = time.perf_counter()
+        section = self.methods[name].audit(audited)
+        seconds = round(time.perf_counter() - t, 3)
+        bar.advance()
+        return section, seconds, section.pop("seconds", None)
+
 
     def finish(self) -> None:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
         for method in self.methods.values():
             method.close()
 
+
+
+@contextlib.contextmanager
+def cores_shared_by(lanes: int):
+    """torch's threads divided between ``lanes`` audits running at once (restored after), so that together they use
+    the cores once over instead of contending for them."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // max(1, lanes)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None = None,

@@ -176,6 +176,7 @@ class MemorizationRatio(AuditMethod):
     Config = MRConfig
     title = "Cross-client memorization ratio (MR)"
     size_keys = ("n", "top_k")
+    runs_apart = True  # its generation request (its prefixes, its cap, its seed) no other method makes
     # The control's excess leads the console line (what memorization adds over text the model never trained on, on
     # exchangeable arms); the paper's MR follows under its own names, then the held-out prefixes' MR and the data's
     # floor. In the sweep tables the paper's columns come first (they are the paper's tables) and the excess beside.
