@@ -12,6 +12,10 @@ import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Every process this test session starts (CLI runs, Ray's daemons and workers) inherits this mark, so that a check for
+# processes left behind sees this session's only, not those of another session or study on the same machine.
+SESSION_MARK = f"{os.getpid()}-{os.urandom(4).hex()}"
+os.environ["FEDMEM_TEST_SESSION"] = SESSION_MARK
 
 # A smaller tiny preset and dataset than the default experiment, so the real pipeline runs in seconds.
 FAST = [
@@ -59,7 +63,8 @@ def synthetic_only(override: str) -> bool:
 
 
 def ray_processes() -> set[int]:
-    """Ray's daemons and workers on this machine (pids): a run must leave none of its own behind."""
+    """Ray's daemons and workers this test session started (pids, found by the session's mark in their environment):
+    a run must leave none of its own behind."""
     import psutil
 
     names = ("raylet", "gcs_server", "ClientAppActor", "ray::", "dashboard", "log_monitor")
@@ -67,7 +72,11 @@ def ray_processes() -> set[int]:
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
         if any(n in cmd for n in names):
-            found.add(p.info["pid"])
+            try:
+                if p.environ().get("FEDMEM_TEST_SESSION") == SESSION_MARK:
+                    found.add(p.info["pid"])
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
     return found
 
 
