@@ -293,11 +293,11 @@ class MemorizationRatio(AuditMethod):
             arms[name] = self._coherent(samples, gens[at: at + len(samples)], outs[at: at + len(samples)])
             at += len(samples)
         clock.lap("incoherence")
-        self._match(audited, arms, clock)
+        pairs = self._match(audited, arms, clock)
         train = arms["train"]
         figures = {cat: mr_figures(train.prefix_clients, train.padded(h), self.pool.train_sizes)
                    for cat, h in train.paper.hits.items()}
-        section = self._paper_section(audited, arms, figures, outs[: len(planned["train"])])
+        section = self._paper_section(audited, arms, figures, outs[: len(planned["train"])]) | {"pairs_checked": pairs}
         if planned["heldout"]:
             section["control"] = self._control(arms)
             section["headline"] |= self._control_headline(section["control"])
@@ -319,10 +319,10 @@ class MemorizationRatio(AuditMethod):
                 arm.outs.append(o)
         return arm
 
-    def _match(self, audited: AuditedModel, arms: dict[str, Arm], clock: Stopwatch) -> None:
+    def _match(self, audited: AuditedModel, arms: dict[str, Arm], clock: Stopwatch) -> int:
         """Retrieval and typing for every arm, one detector pass over every distinct (generation, suffix) pair: the
         training and held-out arms' generations against each index (top n' + 1, so that the own suffix can be left
-        out), and every generation against its own true continuation."""
+        out), and every generation against its own true continuation. Returns the number of pairs typed."""
         searched = [arms["train"], arms["heldout"]]
         texts = [g for arm in searched for g in arm.gens]
         train_n = len(arms["train"].gens)
@@ -351,6 +351,7 @@ class MemorizationRatio(AuditMethod):
         for name, arm in arms.items():
             arm.own = [found[own_keys[name, i]] for i in range(len(arm.samples))]
             arm.own_shared = [matched_shared(det, self._own_passages(s)) for s, det in zip(arm.samples, arm.own)]
+        return len(pairs)
 
     def _own_passages(self, sample) -> list:
         """The shared passages of a prefix's own true continuation."""
@@ -394,7 +395,6 @@ class MemorizationRatio(AuditMethod):
             "total": {cat: f["total"] for cat, f in figures.items()},
             "incoherent_dropped": side.dropped(pool.clients),
             "generation": self._generation_stats(audited, outs),
-            "pairs_checked": side.paper.pairs,
             "ground_truth": self._ground_truth(side, canary),
             "examples": self._examples(side),
             # every audited prefix, an incoherent generation's too: it induced nothing; a canary's hit is on its own
