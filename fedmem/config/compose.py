@@ -28,6 +28,7 @@ from fedmem.data import DATA_SOURCES, TaskConfig
 from fedmem.engine.config import Decoding, TrainConfig
 from fedmem.federation.privacy import DefenseConfig
 from fedmem.federation.strategies import STRATEGIES
+from fedmem.tracking.config import TrackerConfig
 
 # what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
 REAUDIT_KEYS = ("audit.", "audit/", "experiment")
@@ -63,7 +64,7 @@ def schemas() -> dict[str, dict[str, Any]]:
     shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
     out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
                 "simulation": defaults_of(SimulationConfig), "audit": shared | methods},
-           "task": defaults_of(TaskConfig), "defense": defaults_of(DefenseConfig),
+           "task": defaults_of(TaskConfig), "defense": defaults_of(DefenseConfig), "tracker": defaults_of(TrackerConfig),
            "audit/decoding": defaults_of(Decoding)}
     out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
     out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
