@@ -111,3 +111,23 @@ def test_the_last_job_to_end_writes_the_tables_and_sweep_report_rebuilds_them(in
     main(["sweep-report", str(sweep)])
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(sweep / "sweep_report.md")
     assert _tables(sweep) == expected
+
+
+def test_the_documented_slurm_settings_compose():
+    """The settings README's "Sweeps on a cluster" gives a SLURM user reach submitit's SLURM launcher as written."""
+    from hydra import compose, initialize_config_dir
+
+    from fedmem.config.compose import conf_dir, register_schemas
+
+    overrides = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=1",
+                 "hydra.launcher.cpus_per_task=8", "hydra.launcher.mem_gb=64", "hydra.launcher.timeout_min=240",
+                 "hydra.launcher.account=my-account", "hydra.launcher.setup=[source .venv/bin/activate]",
+                 "+hydra.launcher.additional_parameters.mail-type=END"]
+    register_schemas(overrides)
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        launcher = compose("config", overrides, return_hydra_config=True).hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.partition, launcher.gpus_per_node, launcher.cpus_per_task, launcher.mem_gb,
+            launcher.timeout_min, launcher.account) == ("gpu", 1, 8, 64, 240, "my-account")
+    assert list(launcher.setup) == ["source .venv/bin/activate"] and launcher.additional_parameters == {
+        "mail-type": "END"}
