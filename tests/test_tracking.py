@@ -118,6 +118,24 @@ def test_mlflow_holds_the_config_every_rounds_figures_the_pages_and_the_status(r
     assert [m.step for m in client.get_metric_history(bad.info.run_id, "utility/rouge_l")] == [0]
 
 
+def test_a_resumed_run_continues_its_mlflow_run(runs):
+    """``fedmem run resume=DIR`` opens the tracker again in a new process: the run id kept in the run directory
+    continues the same MLflow run, which ends as status.json says."""
+    from mlflow import MlflowClient
+
+    from fedmem.config import read_config
+    from fedmem.tracking import run_tracker
+
+    finished, _ = runs["mlflow"]
+    cfg = read_config(finished / "config.yaml")
+    run_id = json.loads((finished / "tracker.json").read_text())["id"]
+    tracker = run_tracker(cfg)
+    assert tracker.backend.run_id == run_id
+    assert MlflowClient(runs["store"]).get_run(run_id).info.status == "RUNNING"
+    tracker.close()
+    assert MlflowClient(runs["store"]).get_run(run_id).info.status == "FINISHED"
+
+
 def test_tensorboard_holds_the_config_every_rounds_figures_the_pages_and_the_status(runs):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData

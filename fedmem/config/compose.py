@@ -64,8 +64,8 @@ def schemas() -> dict[str, dict[str, Any]]:
     shared = {k: v for k, v in defaults_of(AuditConfig).items() if k not in ("sections", "decoding")}
     out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
                 "simulation": defaults_of(SimulationConfig), "audit": shared | methods},
-           "task": defaults_of(TaskConfig), "defense": defaults_of(DefenseConfig), "tracker": defaults_of(TrackerConfig),
-           "audit/decoding": defaults_of(Decoding)}
+           "task": defaults_of(TaskConfig), "defense": defaults_of(DefenseConfig),
+           "tracker": defaults_of(TrackerConfig), "audit/decoding": defaults_of(Decoding)}
     out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
     out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
     return out

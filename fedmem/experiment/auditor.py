@@ -35,8 +35,7 @@ from fedmem.reports.pages import (
     write_round_report,
     write_run_report,
 )
-from fedmem.tracking import run_tracker
-from fedmem.tracking.run import NO_TRACKER
+from fedmem.tracking import NO_TRACKER, run_tracker
 
 
 def averaged_replies(participation: dict | None) -> int | None:

@@ -34,8 +34,9 @@ def client_cpus(cfg: ExperimentConfig) -> float:
 
 def preflight(cfg: ExperimentConfig) -> str:
     """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
-    data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
-    needs, and the tracker's package. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
+    tracker's package, the data (read, partitioned and split), the base model and tokenizer, and the audit pool
+    against every method's needs. A problem is a ValueError with one line naming the key, file or row. Returns a
+    summary of the run."""
     cpus = os.cpu_count() or 1
     attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
     if cfg.strategy.name != CENTRALIZED and not attached and client_cpus(cfg) > cpus:

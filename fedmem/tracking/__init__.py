@@ -6,6 +6,6 @@ when chosen. Reads the reports it is handed and the figures the audit methods de
 ``fedmem.reports``, ``fedmem.audit`` and ``fedmem.common``."""
 
 from fedmem.tracking.config import TrackerConfig, check_installed
-from fedmem.tracking.run import RunTracker, run_tracker
+from fedmem.tracking.run import NO_TRACKER, RunTracker, run_tracker
 
-__all__ = ["RunTracker", "TrackerConfig", "check_installed", "run_tracker"]
+__all__ = ["NO_TRACKER", "RunTracker", "TrackerConfig", "check_installed", "run_tracker"]
