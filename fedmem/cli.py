@@ -30,7 +30,7 @@ from fedmem.config import (
     register_schemas,
     write_config,
 )
-from fedmem.experiment import lifecycle
+from fedmem.experiment import lifecycle, sweeps
 from fedmem.experiment.reaudit import prepare_audit
 from fedmem.reports.console import configure_logging
 from fedmem.reports.sweep import write_sweep_report
@@ -92,16 +92,18 @@ def _hydra_main(argv: list[str]) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    sweeps: set[str] = set()
-
     @hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
     def task(cfg) -> None:
         d = OmegaConf.to_container(cfg, resolve=True)
         d.pop("hydra", None)
         hc = HydraConfig.get()
-        if str(hc.mode) == "RunMode.MULTIRUN":
-            sweeps.add(hc.sweep.dir)
-        print(run_experiment(d, hc.runtime.output_dir), flush=True)
+        if str(hc.mode) != "RunMode.MULTIRUN":
+            print(run_experiment(d, hc.runtime.output_dir), flush=True)
+            return
+        try:  # a sweep's job, in whichever process Hydra's launcher runs it
+            print(run_experiment(sweeps.job_config(d, hc.sweep.dir), hc.runtime.output_dir), flush=True)
+        finally:
+            sweeps.job_ended(hc.sweep.dir)  # the sweep's last job to end writes its tables
 
     sys.argv = [sys.argv[0], *argv]
     register_schemas(argv)  # the dataclasses' defaults, which every preset in conf/ extends
@@ -110,8 +112,6 @@ def _hydra_main(argv: list[str]) -> None:
     except SystemExit as e:
         if e.code not in (0, None):
             raise
-    for sweep in sorted(sweeps):
-        print(write_sweep_report(Path(sweep)), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -126,3 +126,41 @@ def sweep_job(root, n: int, config: dict, seed: int, ci95: dict | None = None, *
     curves = {k.replace("__", "/"): [[0, 0.0], [3, v]] for k, v in final.items()}
     bands = {k: [[3, lo, hi]] for k, (lo, hi) in (ci95 or {}).items()}
     (d / "summary.json").write_text(json.dumps({"curves": curves, "ci95": bands}))
+
+
+def wandb_records(run_dir) -> list:
+    """Every record of a run's offline W&B runs (``<run>/wandb/offline-run-*/run-*.wandb``, in the order written), as
+    W&B's own ``Record`` protobufs. The file is W&B's transaction log: a ``:W&B`` header (7 bytes), then LevelDB's
+    log format, 32 KiB blocks of chunks with a 7-byte header each (checksum, length, type: 1 whole, 2 first, 3
+    middle, 4 last)."""
+    import struct
+    from pathlib import Path
+
+    from wandb.proto import wandb_internal_pb2
+
+    block, out = 32768, []
+    for path in sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb")):
+        data = path.read_bytes()
+        assert data[:4] == b":W&B", path
+        pos, chunks = 7, b""
+        while pos + 7 <= len(data):
+            if block - pos % block < 7:  # a block's tail too short for a header is padding
+                pos += block - pos % block
+                continue
+            _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+            if kind == 0:  # zero padding to the end of the block
+                pos += block - pos % block
+                continue
+            chunks += data[pos + 7:pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):
+                out.append(wandb_internal_pb2.Record.FromString(chunks))
+                chunks = b""
+    return out
+
+
+def wandb_items(items) -> dict:
+    """W&B's ``{key: value}`` from a record's items (``key``, or the ``nested_key`` path joined by dots)."""
+    import json
+
+    return {item.key or ".".join(item.nested_key): json.loads(item.value_json) for item in items}

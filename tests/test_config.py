@@ -37,6 +37,10 @@ from tests.conftest import FAST, synthetic_only
         ("audit.methods=[utility,mr] audit.mr.n=1000",
          "audit.mr audits 1000 train samples per client, but audit.samples_per_client prepares 6"),
         ("audit.utility.n=5", "audit.utility audits 5 test samples per client, but audit.test_per_client prepares 3"),
+        ("tracker=tensorboard tracker.uri=http://localhost:5000", "tracker.uri is MLflow's tracking URI, not used by "
+                                                                   "tracker=tensorboard"),
+        ("tracker=wandb tracker.group=", "tracker.project and tracker.group must not be empty"),
+        ("tracker.name=comet", "tracker.name must be one of none, mlflow, tensorboard, wandb"),
     ],
 )
 def test_invalid_config_is_rejected(compose, override, message):
@@ -133,7 +137,7 @@ def test_every_default_lives_in_the_dataclasses_and_a_preset_lists_only_its_chan
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     found = schemas()
-    for group in ("task", "data", "strategy", "audit/decoding"):
+    for group in ("task", "data", "strategy", "audit/decoding", "tracker"):
         for preset in sorted((conf / group).glob("*.yaml")):
             d = yaml.safe_load(preset.read_text()) or {}
             assert preset.read_text().startswith("# fedmem run"), preset

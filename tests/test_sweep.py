@@ -97,6 +97,7 @@ def test_a_study_preset_carries_the_papers_grid_and_runs_it_with_fedmem_run_m(na
         assert {k: v for k, v in j.items() if k != factor} == {k: v for k, v in DEFAULT.items() if k != factor} | {
             "seed": 0, "experiment": name}
     assert "No finished run" in (tmp_path / "sweep_report.md").read_text()  # the sweep still ends with its report
+    assert json.loads((tmp_path / "sweep.json").read_text())["jobs"] == len(values)  # counted as Hydra's sweeper does
 
 
 # ------------------------------------------------------------------ a real 2 x 2 sweep

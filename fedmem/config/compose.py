@@ -28,6 +28,7 @@ from fedmem.data import DATA_SOURCES, TaskConfig
 from fedmem.engine.config import Decoding, TrainConfig
 from fedmem.federation.privacy import DefenseConfig
 from fedmem.federation.strategies import STRATEGIES
+from fedmem.tracking.config import TrackerConfig
 
 # what a re-audit may change: the audit's settings and the experiment preset (which sets audit rules only)
 REAUDIT_KEYS = ("audit.", "audit/", "experiment")
@@ -64,7 +65,7 @@ def schemas() -> dict[str, dict[str, Any]]:
     out = {"": {"seed": 0, "plugins": [], "experiment": "none", "train": defaults_of(TrainConfig),
                 "simulation": defaults_of(SimulationConfig), "audit": shared | methods},
            "task": defaults_of(TaskConfig), "defense": defaults_of(DefenseConfig),
-           "audit/decoding": defaults_of(Decoding)}
+           "tracker": defaults_of(TrackerConfig), "audit/decoding": defaults_of(Decoding)}
     out |= {f"data/{name}": {**defaults_of(cls), "source": name} for name, cls in DATA_SOURCES.items()}
     out |= {f"strategy/{name}": {**defaults_of(s.Config), "name": name} for name, s in STRATEGIES.items()}
     return out
@@ -84,6 +85,23 @@ def register_schemas(overrides: list[str] = ()) -> None:
     for package, node in schemas().items():
         group, _, variant = package.partition("/") if package.startswith(("data/", "strategy/")) else (package, "", "")
         store.store(name=f"{variant}_schema" if variant else "schema", group=group or None, node=node)
+    _local_submitit_folder(store)
+
+
+def _local_submitit_folder(store) -> None:
+    """``hydra/launcher=submitit_local`` with its job files in ``<sweep>/.submitit``. Its default folder,
+    ``.submitit/%j``, is a pattern that submitit's SLURM jobs fill with their job id, but its local executor also
+    creates it literally, leaving an empty ``%j`` folder in the sweep directory. Nothing without the plugin. Stored
+    after Hydra's scan of its plugins, which runs each plugin's module again, storing its own defaults."""
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()
+    try:
+        from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
+    except ImportError:
+        return
+    store.store(group="hydra/launcher", name="submitit_local", provider="submitit_launcher",
+                node=LocalQueueConf(submitit_folder="${hydra.sweep.dir}/.submitit"))
 
 
 def _compose(config_name: str, overrides: list[str], hydra_config: bool = False):

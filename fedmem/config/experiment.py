@@ -39,6 +39,7 @@ from fedmem.federation.strategies import (
     StrategyConfig,
     strategy_config,
 )
+from fedmem.tracking.config import TrackerConfig
 
 
 @dataclass
@@ -73,6 +74,7 @@ class ExperimentConfig:
     audit: AuditConfig
     simulation: SimulationConfig
     defense: DefenseConfig = dataclasses.field(default_factory=DefenseConfig)
+    tracker: TrackerConfig = dataclasses.field(default_factory=TrackerConfig)  # where else the figures go
     experiment: str = "none"  # the experiment preset (conf/experiment/) that set the audit's decision rules
     plugins: list[str] = dataclasses.field(default_factory=list)  # modules imported first: methods, sources, strategies
     seed: int = 0
@@ -108,7 +110,7 @@ class ExperimentConfig:
 
     def _hash(self) -> str:
         d = self.to_dict()
-        for key in ("run_dir", "cache_dir", "experiment"):
+        for key in ("run_dir", "cache_dir", "experiment", "tracker"):
             d.pop(key, None)
         if not d["plugins"]:  # without plugins the key changes nothing: it need not be written to hash the same
             d.pop("plugins")
@@ -145,6 +147,7 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
                             "audit"),
         simulation=build_section(SimulationConfig, d.get("simulation"), "simulation"),
         defense=build_section(DefenseConfig, d.get("defense"), "defense"),
+        tracker=build_section(TrackerConfig, d.get("tracker"), "tracker"),
         experiment=str(d.get("experiment", "none")),
         plugins=plugins,
         seed=int(d.get("seed", 0)),

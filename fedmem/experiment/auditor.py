@@ -35,6 +35,7 @@ from fedmem.reports.pages import (
     write_round_report,
     write_run_report,
 )
+from fedmem.tracking import NO_TRACKER, run_tracker
 
 
 def averaged_replies(participation: dict | None) -> int | None:
@@ -64,6 +65,7 @@ class Auditor:
         self.participation: dict[int, dict] = {}
         self._t0 = time.perf_counter()
         self._last_end: float | None = None  # end of the previous audit: the next call's start - this = round time
+        self.tracker = NO_TRACKER  # a training run's experiment tracker (``training_auditor``)
 
     def restore(self, reports: list[dict]) -> None:
         """Continue a run: the round reports already written (in round order) become this auditor's history, so the
@@ -106,6 +108,7 @@ class Auditor:
         )
         report = write_round_report(out, self.cfg, result, self.methods, self.pool)
         print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
+        self.tracker.round(report, out)
         self.history.append(report)
         self._last_end = time.perf_counter()
         return headline(report)
@@ -165,6 +168,7 @@ class Auditor:
 
     def finish(self) -> None:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
+        self.tracker.finish()
         for method in self.methods.values():
             method.close()
 
@@ -202,6 +206,7 @@ def training_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) ->
     continuing after ``start_round``, that round's saved adapter, with the reports of rounds 0..``start_round`` as
     the history."""
     auditor = make_auditor(cfg, label=label)
+    auditor.tracker = run_tracker(cfg)
     if not start_round:
         return auditor, auditor.initial_adapter()
     auditor.restore([json.loads((Path(cfg.run_dir) / f"round_{r}" / "report.json").read_text())

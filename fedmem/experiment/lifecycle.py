@@ -24,6 +24,7 @@ from fedmem.experiment.preflight import preflight
 from fedmem.experiment.training import run_centralized
 from fedmem.federation.rounds import RoundFailedError
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
+from fedmem.tracking import run_tracker
 
 STATUS = "status.json"  # {"status": running | finished | failed | stopped, ...}
 FAILURE = "round_failure.json"  # a round that fell short of its trained clients, as the ServerApp saw it
@@ -89,6 +90,7 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
     run_dir = Path(cfg.run_dir)
     running = {"rounds": cfg.strategy.num_rounds} | ({"resumed_after": start_round} if start_round else {})
     set_status(run_dir, "running", **running)
+    tracker = run_tracker(cfg)  # closed with the status the run ends with
     try:
         if cfg.strategy.name == CENTRALIZED:
             run_centralized(cfg, start_round)
@@ -100,6 +102,8 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
             raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
     except BaseException as e:
         set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}")
+        tracker.close()
         raise
     set_status(run_dir, "finished", rounds=cfg.strategy.num_rounds)
+    tracker.close()
     return run_dir

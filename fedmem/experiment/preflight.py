@@ -13,6 +13,7 @@ from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.experiment.loading import audit_plan, base_model, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.views import view_for
+from fedmem.tracking import check_installed
 
 
 def client_cpus(cfg: ExperimentConfig) -> float:
@@ -33,13 +34,15 @@ def client_cpus(cfg: ExperimentConfig) -> float:
 
 def preflight(cfg: ExperimentConfig) -> str:
     """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
-    data (read, partitioned and split), the base model and tokenizer, and the audit pool against every method's
-    needs. A problem is a ValueError with one line naming the key, file or row. Returns a summary of the run."""
+    tracker's package, the data (read, partitioned and split), the base model and tokenizer, and the audit pool
+    against every method's needs. A problem is a ValueError with one line naming the key, file or row. Returns a
+    summary of the run."""
     cpus = os.cpu_count() or 1
     attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
     if cfg.strategy.name != CENTRALIZED and not attached and client_cpus(cfg) > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
+    check_installed(cfg.tracker)
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
     data = federated_data(cfg)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
-from fedmem.audit import AUDIT_METHODS
-from fedmem.reports.pages import epsilon, mean_train_loss
+from fedmem.reports.pages import declared_headlines, epsilon, mean_train_loss
 from fedmem.reports.views import headline_text
 
 FLOWER_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # no -v, -v, -vv
@@ -56,12 +55,8 @@ def round_line(report: dict, num_rounds: int) -> str:
     if loss is not None:
         parts.append(f"train loss {loss:.3f}")
 
-    for name, section in (report.get("audit") or {}).items():
-        h = (section or {}).get("headline") or {}
-        method = AUDIT_METHODS.get(name)
-        for figure in method.figures if method else ():
-            if figure.console and _number(h.get(figure.key)) is not None:
-                parts.append(f"{figure.label} {headline_text(figure, h)}")
+    parts += [f"{figure.label} {headline_text(figure, h)}" for _, figure, h in declared_headlines(report)
+              if figure.console]
 
     if epsilon(report) is not None:
         parts.append(f"ε {epsilon(report):.3g} (δ {report['defense']['dp']['delta']:g})")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from fedmem.audit import AUDIT_METHODS
 from fedmem.audit.base import Figure, declared_figures
 from fedmem.common.fmt import figure_text, pct
 from fedmem.common.io import (
@@ -48,6 +49,21 @@ RUN_FIGURES = {"defense/epsilon": Figure("epsilon", "ε (DP)", kind="score", ci=
 def report_figures(methods: dict | None = None) -> dict[str, Figure]:
     """Every headline figure a report can hold, by its curve key: the methods' (``declared_figures``) and the run's."""
     return {**declared_figures(methods), **RUN_FIGURES}
+
+
+def declared_headlines(report: dict) -> list[tuple[str, Figure, dict]]:
+    """``(method, figure, the method's headline)`` for every figure a round report's methods declare
+    (``AuditMethod.figures``) whose value the headline holds as a number, in the report's method order: the console
+    line and the experiment trackers show these, so a method's figures reach both from its declarations alone."""
+    out = []
+    for name, section in (report.get("audit") or {}).items():
+        h = (section or {}).get("headline") or {}
+        method = AUDIT_METHODS.get(name)
+        for figure in method.figures if method else ():
+            value = h.get(figure.key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out.append((name, figure, h))
+    return out
 
 
 def epsilon(report: dict) -> float | None:
