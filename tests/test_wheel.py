@@ -64,11 +64,15 @@ def test_wheel_runs_outside_the_checkout(tmp_path, cache_dir):
 
 
 def test_every_package_of_the_source_tree_goes_into_the_wheel():
-    """setuptools takes the packages pyproject.toml lists: a package folder left off would be missing from an
-    installed fedmem (a one-round run does not import every one of them)."""
+    """setuptools takes the packages pyproject.toml's find rule matches: a package folder the rule misses would be
+    missing from an installed fedmem (a one-round run does not import every one of them)."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    from setuptools import find_namespace_packages
+
+    rule = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    taken = set(find_namespace_packages(where=str(ROOT), include=rule["include"]))
     found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("fedmem", "clients", "server")
              for p in (ROOT / top).rglob("__init__.py")}
-    assert found - {"conf"} <= listed and "fedmem.conf" in listed, sorted(found - listed)
+    assert found <= taken, sorted(found - taken)
+    assert "fedmem.conf" in taken and "fedmem.conf.experiment" in taken  # the configs travel in the wheel
