@@ -64,7 +64,7 @@ def test_ties_are_split_between_the_tied_clients():
 
 
 def test_records_are_attributed_to_the_client_that_trained_on_them(federation):
-    pool, _, _, _, _, round1, audited = federation
+    _, _, _, _, _, round1, audited = federation
     h = round1["headline"]
     assert round1["updated"] == [0, 1, 2] and h["chance"] == pytest.approx(1 / 3)
     assert h["accuracy_ci95"][0] > 1 / 3, h  # above chance, by its interval
@@ -85,7 +85,7 @@ def test_the_held_out_control_sits_at_chance_on_clients_of_one_distribution(fede
 
 
 def test_round_0_has_no_update_and_sits_exactly_at_chance(federation):
-    pool, _, _, method, round0, _, _ = federation
+    _, _, _, method, round0, _, _ = federation
     h = round0["headline"]
     assert h["accuracy"] == pytest.approx(1 / 3) and h["heldout_accuracy"] == pytest.approx(1 / 3)
     assert not round0["from_updates"] and "Round 0" in round0["note"]

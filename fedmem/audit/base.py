@@ -128,6 +128,11 @@ class AuditPool:
         return f"<redacted sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]} len={len(text)}>"
 
 
+class RoundNotKept(LookupError):
+    """A round's global adapter that the audited model cannot reach: the run did not keep it, or the audit has no run
+    (a model audited alone)."""
+
+
 class RoundArchive(Protocol):
     """What a run kept of its rounds beyond the audited model (``fedmem.experiment.archive``): the global adapter of
     every saved round, and each client's update of a round while the run keeps them (the adapter the client sent the
@@ -267,7 +272,7 @@ class AuditedModel:
         else:
             state = self.archive.global_adapter(round_) if self.archive is not None else None
             if state is None:
-                raise ValueError(f"round {round_}'s global adapter was not kept: cannot score it at round {self.round}")
+                raise RoundNotKept(f"round {round_}'s global adapter is not at hand")
             build = lambda: self._carrying(state)  # noqa: E731
         return self._memo(self._other_cache, ("global", round_, tuple(pairs)), "global_logprobs", len(pairs),
                           f"scoring round {round_}'s global model",

@@ -88,7 +88,7 @@ def arm_figures(credit: np.ndarray, truth: list[int], clients: list[int], update
     per_client = []
     for j, c in enumerate(clients):
         n, k = float(matrix[j].sum()), float(matrix[j, j])
-        per_client.append({"client": c, "records": int(round(n)), "correct": k,
+        per_client.append({"client": c, "records": round(n), "correct": k,
                            "accuracy": k / n if n else None, "accuracy_ci95": wilson(k, n)})
     n = len(truth)
     k = float(sum(shares[col[own]] for shares, own in zip(credit, truth)))
@@ -127,9 +127,9 @@ class SourceInference(AuditMethod):
 
     @classmethod
     def round_cost(cls, cfg: SourceInferenceConfig, clients: int) -> str:
-        return (f"one teacher-forced pass per client's local model and one of the global model, each over up to "
-                f"{2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; each client's update kept on disk until "
-                f"its round is audited")
+        return (f"one teacher-forced pass of each client's local model (a copy of the model each) and of the global "
+                f"model over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the clients' updates on "
+                "disk")
 
     def __init__(self, cfg: SourceInferenceConfig, pool: AuditPool):
         super().__init__(cfg, pool)
@@ -196,17 +196,17 @@ class SourceInference(AuditMethod):
                 "skipped_short_suffix": dict(d.short), "samples": samples}
 
     def _canary_rows(self, credit: np.ndarray, scored: np.ndarray, updated: list[int]) -> list[dict]:
-        """The planted canaries' attribution, one row per client and copy-count group: the records, their shares
-        per guessed client (the matrix's columns) and the share given to a client holding the canary."""
+        """The planted canaries' attribution, one row per client and copy-count group: the clients holding it, the
+        records, their shares per guessed client (the matrix's columns) and the share given to a client holding it."""
         d, clients = self.draw, self.pool.clients
         rows: dict[tuple[int, str], dict] = {}
         for i, s in enumerate(d.samples):
             if d.drawn[i] or not scored[i] or "canary" not in s.tags:
                 continue
-            group = canary_group(s.tags)
-            row = rows.setdefault((s.client, group), {"client": s.client, "group": group, "records": 0,
-                                                      "guessed": [0.0] * len(clients), "to_a_holder": 0.0})
-            holders = set(self.holders.get(s.tags["canary"], [s.client]))
+            group, holders = canary_group(s.tags), sorted(self.holders.get(s.tags["canary"], [s.client]))
+            row = rows.setdefault((s.client, group), {"client": s.client, "group": group, "holders": holders,
+                                                      "records": 0, "guessed": [0.0] * len(clients),
+                                                      "to_a_holder": 0.0})
             row["records"] += 1
             for c, share in zip(updated, credit[i]):
                 row["guessed"][clients.index(c)] += float(share)

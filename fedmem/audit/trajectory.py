@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
+from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, RoundNotKept, register
 from fedmem.audit.calibration import auc_from_ranks
 from fedmem.audit.mia import (
     BOOTSTRAP_STREAM,
@@ -142,9 +142,13 @@ class TrajectoryMembership(AuditMethod):
 
     def audit(self, audited: AuditedModel) -> dict:
         clock, r, d = Stopwatch(), audited.round, self.draw
-        losses = {t: self._losses(audited, t) for t in range(r + 1)} if d.pairs else {}
+        try:
+            losses = {t: self._losses(audited, t) for t in range(r + 1)} if d.pairs else {}
+            missing = None
+        except RoundNotKept as e:  # a model audited alone, as round r of no run: no trajectory to read
+            losses, missing = {}, str(e)
         clock.lap("scoring", 4)
-        scores = statistics(losses, r) if d.pairs else dict.fromkeys(ATTACKS)
+        scores = statistics(losses, r) if losses else dict.fromkeys(ATTACKS)
         m, n = d.drawn & d.is_member, d.drawn & ~d.is_member
         resampled = None
         if m.any() and n.any():
@@ -175,7 +179,9 @@ class TrajectoryMembership(AuditMethod):
                         for i, s in enumerate(d.samples)],
             "seconds": clock.laps,  # moved by the auditor to the report's timings
         }
-        if r == 0:
+        if missing:
+            section["note"] = f"No trajectory: {missing} (a model audited outside its run)."
+        elif r == 0:
             section["note"] = "Round 0: the model before fine-tuning; the trajectory starts at round 1."
         return section
 

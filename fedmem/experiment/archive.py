@@ -25,12 +25,15 @@ from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
 
 UPDATES = "updates"  # round_<r>/updates/: each client's update of the round
-KEEP_SETTING = "audit.keep_updates"
+
+
+def adapter_file(run_dir, server_round: int) -> Path:
+    return Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"
 
 
 def saved_adapter(run_dir, server_round: int) -> dict:
     """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
-    return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
+    return load_file(str(adapter_file(run_dir, server_round)))
 
 
 def scoring_updates(cfg: ExperimentConfig) -> list[str]:
@@ -63,8 +66,8 @@ class RunArchive:
         return self.run_dir / f"round_{server_round}" / UPDATES
 
     def global_adapter(self, server_round: int) -> dict | None:
-        path = self.run_dir / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"
-        return saved_adapter(self.run_dir, server_round) if path.is_file() else None
+        path = adapter_file(self.run_dir, server_round)
+        return load_file(str(path)) if path.is_file() else None
 
     def _update_files(self, server_round: int) -> dict[int, Path]:
         folder = self.updates_dir(server_round)
@@ -105,7 +108,7 @@ def check_kept_updates(cfg: ExperimentConfig, run: Path, rounds: list[int]) -> N
     missing = [r for r in rounds if r > 0 and r not in kept]
     if missing:
         raise ValueError(f"audit.methods {needing} score each client's update of a round, and run={run} kept none for "
-                         f"round(s) {missing}: train it with {KEEP_SETTING}=true to audit it so")
+                         f"round(s) {missing}: train it with audit.keep_updates=true to audit it so")
 
 
 def check_no_updates_needed(cfg: ExperimentConfig) -> None:

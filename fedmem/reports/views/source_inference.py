@@ -34,7 +34,8 @@ class SourceInferenceView(View):
                          f" | {c['records']} | {pct_ci(c['accuracy'], c['accuracy_ci95'])} |")
         for k in canaries:
             to_holder = k["to_a_holder"] / k["records"] if k["records"] else None
-            lines.append(f"| {self.pool.client_names.get(k['client'], k['client'])}: canaries × {k['group']} | " +
+            held = "" if k["holders"] == [k["client"]] else f", held by {len(k['holders'])} clients"
+            lines.append(f"| {self.pool.client_names.get(k['client'], k['client'])}: canaries × {k['group']}{held} | " +
                          " | ".join(share(v) for v in k["guessed"]) + f" | {k['records']} | {pct(to_holder)} "
                          "(to a client holding it) |")
         return lines
