@@ -73,10 +73,14 @@ def build_strategy(cfg: ExperimentConfig):
                              key=lambda r: int(r.content["metrics"]["partition_id"]))
             self.train_log[server_round] = {int(r.content["metrics"]["partition_id"]): dict(r.content["metrics"])
                                             for r in trained}
+            if self.keep_updates:  # each client's update as the server received it, for the audits (SPEC §11)
+                self.keep_updates(server_round, {int(r.content["metrics"]["partition_id"]):
+                                                 r.content["arrays"].to_torch_state_dict() for r in trained})
             return super().aggregate_train(server_round, trained)
 
     strategy = Recording(*args, **kwargs)
     strategy.train_log, strategy.sampled, strategy.participation, strategy.clipping = {}, {}, {}, {}
+    strategy.keep_updates = None  # (round, {client: adapter}) -> None: set when the run keeps its clients' updates
     return strategy
 
 
@@ -85,6 +89,8 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
     the continued rounds from 1, so clients receive the offset ("round-offset") and use the run's round numbers."""
     auditor, initial = training_auditor(cfg, "fl", start_round)
     strategy = build_strategy(cfg)
+    if auditor.archive.writes:
+        strategy.keep_updates = lambda r, states: auditor.archive.save_updates(r + start_round, states)
 
     def evaluate(flower_round: int, arrays: ArrayRecord) -> MetricRecord:
         if start_round and flower_round == 0:  # the round we continue from was audited before the interruption

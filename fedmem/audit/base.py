@@ -10,7 +10,7 @@ log-probabilities, which are memoised per round, so two methods asking for the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -128,6 +128,26 @@ class AuditPool:
         return f"<redacted sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]} len={len(text)}>"
 
 
+class RoundNotKept(LookupError):
+    """A round's global adapter that the audited model cannot reach: the run did not keep it, or the audit has no run
+    (a model audited alone)."""
+
+
+class RoundArchive(Protocol):
+    """What a run kept of its rounds beyond the audited model (``fedmem.experiment.archive``): the global adapter of
+    every saved round, and each client's update of a round while the run keeps them (the adapter the client sent the
+    server). Only the audited model reads it, for the methods that look past one round (``AuditedModel``)."""
+
+    def global_adapter(self, round_: int) -> dict | None: ...
+
+    def client_updates(self, round_: int) -> dict[int, dict] | None: ...
+
+    def update_bytes(self, round_: int) -> int: ...
+
+    @property
+    def keeps_updates(self) -> bool: ...
+
+
 @dataclass
 class AuditedModel:
     """One audited model at one round. Generation and scoring are memoised here and shared by methods."""
@@ -143,9 +163,11 @@ class AuditedModel:
     merge_adapter: bool = True  # generate and score on a copy with the LoRA adapter merged (the same function)
     _merged: Any = field(default=None, repr=False)
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
+    archive: RoundArchive | None = None  # the run's other rounds and clients' updates (None: this model alone)
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
     _stats_cache: dict = field(default_factory=dict, repr=False)
+    _other_cache: dict = field(default_factory=dict, repr=False)  # scores under other rounds' and clients' adapters
     passes: dict = field(default_factory=dict)  # memoised request kind -> passes it made over the model
 
     @property
@@ -237,6 +259,59 @@ class AuditedModel:
         finally:
             del model
 
+    def global_logprobs(self, round_: int, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]
+                        ) -> list[np.ndarray]:
+        """Per-token log P(s_t | p, s_<t) of each pair under the global model of round ``round_``: this round's (the
+        audited model) or another the run saved (its adapter on this base, from the archive). Every round is scored
+        the same way, one pass over the pairs in their order on a model carrying that round's adapter, so its
+        numbers do not depend on which round asked for them (a trajectory built round by round, resumed or
+        re-audited is the same); memoised per round."""
+        pairs = [(tuple(p), tuple(s)) for p, s in pairs]
+        if round_ == self.round:
+            build = lambda: self.computing_model  # noqa: E731
+        else:
+            state = self.archive.global_adapter(round_) if self.archive is not None else None
+            if state is None:
+                raise RoundNotKept(f"round {round_}'s global adapter is not at hand")
+            build = lambda: self._carrying(state)  # noqa: E731
+        return self._memo(self._other_cache, ("global", round_, tuple(pairs)), "global_logprobs", len(pairs),
+                          f"scoring round {round_}'s global model",
+                          lambda advance: token_logprobs(build(), pairs, self.batch_size, advance))
+
+    def client_logprobs(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]
+                        ) -> dict[int, list[np.ndarray]] | None:
+        """``{client: per-token log P(s_t | p, s_<t) of each pair}`` under each client's local model of this round
+        (the adapter it sent the server: the round's starting global adapter plus its update), for every client whose
+        update the run kept; None where it kept none (round 0, a centralized run, a model fedmem did not train). What
+        the server sees, as source inference scores it; one pass per client, memoised."""
+        updates = self.archive.client_updates(self.round) if self.archive is not None else None
+        if not updates:
+            return None
+        pairs = [(tuple(p), tuple(s)) for p, s in pairs]
+        key = ("clients", tuple(pairs))
+        if key not in self._other_cache:
+            out = {}
+            with self.progress(len(pairs) * len(updates), "scoring each client's local model") as bar:
+                for client in sorted(updates):
+                    out[client] = token_logprobs(self._carrying(updates[client]), pairs, self.batch_size,
+                                                 bar.advance)
+            self._other_cache[key] = out
+            self.passes["client_logprobs"] = self.passes.get("client_logprobs", 0) + len(updates)
+        return self._other_cache[key]
+
+    def updates_on_disk(self) -> dict:
+        """``{"bytes", "kept"}``: the bytes on disk of the clients' updates of this round, and whether they stay there
+        once the round is audited (``audit.keep_updates``, or a re-audited run's)."""
+        if self.archive is None:
+            return {"bytes": 0, "kept": False}
+        return {"bytes": self.archive.update_bytes(self.round), "kept": self.archive.keeps_updates}
+
+    def _carrying(self, state: dict):
+        """A copy of the audited model carrying another adapter, built as ``computing_model`` is (merged or not)."""
+        from fedmem.engine.model.load import copy_with_adapter, merged_copy
+
+        return merged_copy(self.model, state) if self.merge_adapter else copy_with_adapter(self.model, state)
+
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under
         the preset's knob; ``fedmem.engine.generation.decoding_used``)."""
@@ -310,6 +385,10 @@ class AuditMethod:
     # compares the rows a model was trained on with rows it was not: an audit of a model fedmem did not train needs
     # the data to say which rows those are (data.membership_column)
     compares_members: ClassVar[bool] = False
+    # scores each client's update of the audited round (``AuditedModel.client_logprobs``): a federated run keeps them
+    # while the method is enabled, until their round is audited (``audit.keep_updates``: after the run too), and a
+    # re-audit with it needs a run that kept them
+    scores_updates: ClassVar[bool] = False
 
     def __init__(self, cfg: Any, pool: AuditPool):
         self.cfg = cfg

@@ -24,7 +24,7 @@ class AuditConfig:
     method audits a part of that pool, and asking for more than the pool holds is an error, never a cap.
     """
 
-    methods: list[str] = option_factory(["utility", "mr", "pearl", "pa", "mia"],
+    methods: list[str] = option_factory(["utility", "mr", "pearl", "pa", "mia", "trajectory"],
                                         "enabled audit methods, by registry name")
     prefix_len: int = option(30, "prefix tokens of the memorization text; the suffix is all the rest of it")
     samples_per_client: int | Literal["all"] = option(
@@ -55,6 +55,9 @@ class AuditConfig:
               "the cores; every figure is the same either way (needs merge_adapter: the methods that switch the "
               "adapter off must not do it under a running generation)")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
+    keep_updates: bool = option(
+        False, "keep each client's update of every round after the run (round_<r>/updates/), for re-audits with a "
+               "method that scores them (sia); false: a run keeps them only while such a method audits their round")
     sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 
     def __post_init__(self):

@@ -33,6 +33,13 @@ def rate(k: int, n: int) -> dict:
     return {"rate": p, "se": math.sqrt(p * (1 - p) / n), "ci95": wilson(k, n)}
 
 
+def newcombe(p1: float, ci1: list[float], p2: float, ci2: list[float]) -> list[float]:
+    """Newcombe's interval of p1 − p2 from each rate's own (Wilson) interval, as for independent rates."""
+    import numpy as np
+
+    return [p1 - p2 - float(np.hypot(p1 - ci1[0], ci2[1] - p2)), p1 - p2 + float(np.hypot(ci1[1] - p1, p2 - ci2[0]))]
+
+
 def mean_t_interval(values, lo: float = -math.inf, hi: float = math.inf) -> list[float] | None:
     """95% Student-t interval of the mean of ``values`` (independent draws), clipped to what the figure can be,
     [``lo``, ``hi``]; None below two values."""

@@ -65,6 +65,7 @@ from fedmem.audit.base import (
     AuditedModel,
     AuditMethod,
     AuditPool,
+    AuditSample,
     Figure,
     register,
 )
@@ -202,6 +203,37 @@ def undefined_evaluation() -> dict:
 # ---------------------------------------------------------------- which samples
 
 
+@dataclass(frozen=True)
+class AttackDraw:
+    """The attacks' samples, fixed per run: per client its draw of members (train) and then of non-members (test),
+    each followed by the planted canaries it did not take (scored for the ground truth only), and each sample's
+    scored pair (its context and its suffix cut to ``suffix_len``)."""
+
+    samples: list[AuditSample]
+    drawn: np.ndarray  # bool per sample: in the draw (False: a planted canary beside it)
+    is_member: np.ndarray  # bool per sample: a train sample
+    clients: np.ndarray  # each sample's client
+    short: dict[str, int]  # per split: samples passed over for a suffix shorter than suffix_len
+    pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def attack_draw(pool: AuditPool, n: int, suffix_len: int, context: str, key: str) -> AttackDraw:
+    """The draw of ``n`` members and ``n`` non-members per client that the attacks score (``key``: the context
+    setting, named when the samples lack their training form)."""
+    samples, drawn, short = [], [], {"train": 0, "test": 0}
+    for split, pools in (("train", pool.train), ("test", pool.test)):
+        for c in pool.clients:
+            draw, planted, skipped = draw_and_planted(pools.get(c, []), n, suffix_len)
+            samples += draw + planted
+            drawn += [True] * len(draw) + [False] * len(planted)
+            short[split] += skipped
+    if context == "train":
+        check_training_forms(samples, key)
+    pairs = [(tuple(p), tuple(sfx[:suffix_len])) for p, sfx in (s.scored_in(context) for s in samples)]
+    return AttackDraw(samples, np.array(drawn, dtype=bool), np.array([s.split == "train" for s in samples], dtype=bool),
+                      np.array([s.client for s in samples]), short, pairs)
+
+
 # ---------------------------------------------------------------- the audit method
 
 
@@ -243,21 +275,10 @@ class MembershipInference(AuditMethod):
 
     def __init__(self, cfg: MiaConfig, pool: AuditPool):
         super().__init__(cfg, pool)
-        self.samples, self.drawn, self.short = [], [], {"train": 0, "test": 0}
-        for split, samples in (("train", pool.train), ("test", pool.test)):
-            for c in pool.clients:
-                draw, canaries, short = draw_and_planted(samples.get(c, []), cfg.n, cfg.suffix_len)
-                self.samples += draw + canaries
-                self.drawn += [True] * len(draw) + [False] * len(canaries)
-                self.short[split] += short
-        self.drawn = np.array(self.drawn, dtype=bool)
-        self.is_member = np.array([s.split == "train" for s in self.samples], dtype=bool)
-        self.clients = np.array([s.client for s in self.samples])
-        # fixed per run: the scored pairs and the compressed length of each suffix's text
-        if cfg.context == "train":
-            check_training_forms(self.samples, "audit.mia.context")
-        self.pairs = [(tuple(p), tuple(sfx[: cfg.suffix_len])) for p, sfx in
-                      (s.scored_in(cfg.context) for s in self.samples)]
+        draw = attack_draw(pool, cfg.n, cfg.suffix_len, cfg.context, "audit.mia.context")
+        self.samples, self.drawn, self.short, self.pairs = draw.samples, draw.drawn, draw.short, draw.pairs
+        self.is_member, self.clients = draw.is_member, draw.clients
+        # fixed per run: the compressed length of each suffix's text
         self.compressed = [zlib_bytes(pool.tokenizer.decode(list(sfx))) for _, sfx in self.pairs]
         self.tags = {s.id: s.tags for s in self.samples}
         self.seed = pool.seed if cfg.seed is None else cfg.seed

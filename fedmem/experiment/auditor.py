@@ -16,8 +16,6 @@ from pathlib import Path
 
 import torch
 
-from safetensors.torch import load_file
-
 from fedmem.audit import AUDIT_METHODS, AuditedModel
 from fedmem.audit.agreement import agreement
 from fedmem.audit.truth import method_verdicts, score_against_truth
@@ -25,6 +23,7 @@ from fedmem.common.progress import progress_bar
 from fedmem.config.experiment import ExperimentConfig
 from fedmem.engine.model.gguf import gguf_identity
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
+from fedmem.experiment.archive import RunArchive, saved_adapter
 from fedmem.experiment.loading import AuditPlan, audit_plan, fresh_lora_model
 from fedmem.federation.privacy import round_privacy, sampled_clients
 from fedmem.reports.console import round_line
@@ -47,11 +46,12 @@ class Auditor:
     """``source`` (written into every report) says what is audited; ``save_adapters`` keeps each audited adapter
     in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already).
     ``plan``: the run's audit pool and method configs (``fedmem.experiment.loading.audit_plan``), built and checked
-    by the caller before anything was written."""
+    by the caller before anything was written. ``archive``: the run's other rounds and clients' updates, for the
+    methods that look past the audited model (None: an audit of this model alone)."""
 
     def __init__(self, cfg: ExperimentConfig, model, tokenizer, plan: AuditPlan, label: str = "fl",
-                 source: dict | None = None, save_adapters: bool = True):
-        self.cfg, self.label = cfg, label
+                 source: dict | None = None, save_adapters: bool = True, archive: RunArchive | None = None):
+        self.cfg, self.label, self.archive = cfg, label, archive
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
@@ -110,6 +110,8 @@ class Auditor:
         print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
         self.tracker.round(report, out)
         self.history.append(report)
+        if self.archive is not None:
+            self.archive.audited(server_round)
         self._last_end = time.perf_counter()
         return headline(report)
 
@@ -133,7 +135,7 @@ class Auditor:
             out_dir=str(out), batch_size=audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
             generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
-            show_progress=self.cfg.train.progress,
+            show_progress=self.cfg.train.progress, archive=self.archive,
         )
         apart = [n for n, m in self.methods.items() if m.runs_apart] if (
             audit.concurrent and audit.merge_adapter and len(self.methods) > 1) else []
@@ -187,25 +189,20 @@ def cores_shared_by(lanes: int):
 
 
 def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None = None,
-                 save_adapters: bool = True) -> Auditor:
+                 save_adapters: bool = True, archive: RunArchive | None = None) -> Auditor:
     """The run's auditor over the global model (its own LoRA model, seeded like every client's). ``source`` (what is
     audited; a training run unless told) also gets a GGUF base model's file and sha256, so that every report names
     the exact weights that were fine-tuned."""
     source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
     return Auditor(cfg, *fresh_lora_model(cfg), audit_plan(cfg), label=label, source=source,
-                   save_adapters=save_adapters)
-
-
-def saved_adapter(run_dir, server_round: int) -> dict:
-    """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
-    return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
+                   save_adapters=save_adapters, archive=archive)
 
 
 def training_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) -> tuple[Auditor, dict]:
     """(the auditor of a run fedmem trains, the global adapter to train from): a new run's initial adapter, or,
     continuing after ``start_round``, that round's saved adapter, with the reports of rounds 0..``start_round`` as
     the history."""
-    auditor = make_auditor(cfg, label=label)
+    auditor = make_auditor(cfg, label=label, archive=RunArchive.of_training(cfg))
     auditor.tracker = run_tracker(cfg)
     if not start_round:
         return auditor, auditor.initial_adapter()

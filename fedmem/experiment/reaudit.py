@@ -40,7 +40,8 @@ from fedmem.engine.model.load import (
     load_audited_model,
     load_tokenizer,
 )
-from fedmem.experiment.auditor import Auditor, make_auditor, saved_adapter
+from fedmem.experiment.archive import RunArchive, check_kept_updates, check_no_updates_needed, saved_adapter
+from fedmem.experiment.auditor import Auditor, make_auditor
 from fedmem.experiment.loading import AuditPlan, audit_plan, checked_plan, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.sweep import write_sweep_report
@@ -98,6 +99,7 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)
+    check_kept_updates(cfg, run, rounds_)
     audit_plan(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
     return cfg, rounds_, run
 
@@ -106,7 +108,7 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     """Audit the saved adapters of ``run`` (prepared by :func:`prepare_reaudit`); returns the output directory."""
     source = {"kind": "reaudit", "run": str(run), "overrides": list(overrides), "rounds": rounds}
     label = "cl" if cfg.strategy.name == CENTRALIZED else "fl"
-    auditor = make_auditor(cfg, label, source=source, save_adapters=False)
+    auditor = make_auditor(cfg, label, source=source, save_adapters=False, archive=RunArchive(run))
     out = Path(cfg.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_config(cfg, out / "config.yaml")
@@ -179,6 +181,7 @@ def prepare_external(overrides: list[str], name: str | None) -> tuple[Experiment
     cfg = from_dict(d)
     check_local_model(cfg.model)
     check_membership(cfg)
+    check_no_updates_needed(cfg)
     return cfg, checked_plan(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
 
 

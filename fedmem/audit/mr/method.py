@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
+from fedmem.audit.intervals import newcombe
 from fedmem.audit.mr.detector import (
     CATEGORIES,
     Detection,
@@ -31,7 +32,7 @@ from fedmem.audit.mr.detector import (
     PlagiarismDetector,
     is_incoherent,
 )
-from fedmem.audit.mr.stats import mr_figures, newcombe
+from fedmem.audit.mr.stats import mr_figures
 from fedmem.audit.mr.suffix_index import IndexConfig, elasticsearch_client
 from fedmem.audit.mr.suffix_match import (
     Matches,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedmem.audit.intervals import wilson
+from fedmem.audit.intervals import newcombe, wilson
 
 INTERVALS = ("MR_Intra and MR_Inter: Wilson score interval at the weighted mean's effective sample size; MR_Intra − "
              "MR_Inter: normal interval (Newcombe's where the prefixes show no spread); MR_Total and MR(j→k): Wilson "
@@ -79,11 +79,6 @@ def mr_figures(prefix_clients: list[int], hits: list[set[int]], sizes: dict[int,
     return {"clients": clients, "matrix": matrix.tolist(), "intra": intra, "inter": inter,
             "inter_per_client": inter_list, "total": total, "n": n.astype(int).tolist(), "weights": w.tolist(),
             "intra_minus_inter": diff, "uncertainty": uncertainty}
-
-
-def newcombe(p1: float, ci1: list[float], p2: float, ci2: list[float]) -> list[float]:
-    """Newcombe's interval of p1 − p2 from each rate's own (Wilson) interval, as for independent rates."""
-    return [p1 - p2 - float(np.hypot(p1 - ci1[0], ci2[1] - p2)), p1 - p2 + float(np.hypot(ci1[1] - p1, p2 - ci2[0]))]
 
 
 def _interval(value: float, se: float) -> dict:

@@ -138,19 +138,18 @@ def wrap_lora(model, cfg: ModelConfig):
         return get_peft_model(model, lora)
 
 
-def merged_copy(model):
+def merged_copy(model, state: dict[str, torch.Tensor] | None = None):
     """A plain transformers model that computes what the peft LoRA ``model`` computes, its adapters folded into a
     copy of the weights; ``model`` is left as it was. The audit's generation and scoring run on it: each adapted
-    projection becomes one matrix product again, where peft adds two small ones and a sum per call.
+    projection becomes one matrix product again, where peft adds two small ones and a sum per call. ``state``: the
+    copy carries this adapter (another round's, a client's) instead of the model's own.
 
     An output layer tied to the input embeddings and adapted by LoRA (the tiny preset) is untied in the copy first:
     merged into the shared matrix, the adapter would change the input embeddings too. A model without adapters is
     returned as it is."""
-    import copy
-
     if not hasattr(model, "merge_and_unload"):
         return model
-    clone = copy.deepcopy(model)
+    clone = copy_with_adapter(model, state)
     embeddings = clone.get_base_model().get_input_embeddings().weight
     for module in clone.modules():
         base = getattr(module, "base_layer", None)
@@ -161,6 +160,16 @@ def merged_copy(model):
         merged = clone.merge_and_unload()
     merged.config.tie_word_embeddings = False
     return merged.eval()
+
+
+def copy_with_adapter(model, state: dict[str, torch.Tensor] | None = None):
+    """A copy of the peft LoRA ``model`` carrying the adapter ``state`` (None: its own); ``model`` is left as it was."""
+    import copy
+
+    clone = copy.deepcopy(model)
+    if state is not None:
+        load_adapter_state(clone, state)
+    return clone
 
 
 def adapter_state(model) -> dict[str, torch.Tensor]:

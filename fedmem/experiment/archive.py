@@ -1,0 +1,119 @@
+"""What a run keeps of its rounds on disk besides their reports, and what the audits may read of it (SPEC §11).
+
+- ``round_<r>/adapter/``: the global adapter of every round, always (the trajectory attack scores every earlier
+  round's global model through it; a re-audit loads it).
+- ``round_<r>/updates/client_<k>.safetensors``: each client's update of round r as the server received it (the
+  adapter the client sent: the round's starting global adapter plus its local training). Written by the server
+  only while a method that scores them is enabled (``AuditMethod.scores_updates``: source inference) or
+  ``audit.keep_updates`` asks for them, and removed as soon as their round is audited unless ``audit.keep_updates``
+  keeps them for re-audits. A centralized run has no clients and writes none.
+
+:class:`RunArchive` is the audit core's ``RoundArchive`` over one run directory: a training run's own, which
+writes and removes the updates, or a re-audited run's, which it only reads.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from fedmem.audit import AUDIT_METHODS
+from fedmem.common.io import atomic_path
+from fedmem.config.experiment import ExperimentConfig, method_configs
+from fedmem.federation.strategies import CENTRALIZED
+
+UPDATES = "updates"  # round_<r>/updates/: each client's update of the round
+
+
+def adapter_file(run_dir, server_round: int) -> Path:
+    return Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"
+
+
+def saved_adapter(run_dir, server_round: int) -> dict:
+    """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
+    return load_file(str(adapter_file(run_dir, server_round)))
+
+
+def scoring_updates(cfg: ExperimentConfig) -> list[str]:
+    """The enabled audit methods that score each client's update of a round."""
+    return [name for name in method_configs(cfg) if AUDIT_METHODS[name].scores_updates]
+
+
+class RunArchive:
+    """One run directory's rounds. ``writes``: the run being trained, whose server writes its clients' updates
+    (:meth:`save_updates`) and whose auditor lets each round's go once audited (:meth:`audited`) unless ``keep``."""
+
+    def __init__(self, run_dir, writes: bool = False, keep: bool = True):
+        self.run_dir, self.writes, self.keep = Path(run_dir), writes, keep
+
+    @classmethod
+    def of_training(cls, cfg: ExperimentConfig) -> RunArchive:
+        """A training run's archive: it writes the clients' updates when a method scores them or
+        ``audit.keep_updates`` asks for them, a federated run only."""
+        federated = cfg.strategy.name != CENTRALIZED
+        wanted = bool(scoring_updates(cfg)) or cfg.audit.keep_updates
+        return cls(cfg.run_dir, writes=federated and wanted, keep=cfg.audit.keep_updates)
+
+    @property
+    def keeps_updates(self) -> bool:
+        """Whether the clients' updates stay once their round is audited (always, in a run this one does not
+        train)."""
+        return self.keep or not self.writes
+
+    def updates_dir(self, server_round: int) -> Path:
+        return self.run_dir / f"round_{server_round}" / UPDATES
+
+    def global_adapter(self, server_round: int) -> dict | None:
+        path = adapter_file(self.run_dir, server_round)
+        return load_file(str(path)) if path.is_file() else None
+
+    def _update_files(self, server_round: int) -> dict[int, Path]:
+        folder = self.updates_dir(server_round)
+        files = folder.glob("client_*.safetensors") if folder.is_dir() else ()
+        return {int(p.stem.removeprefix("client_")): p for p in files}
+
+    def client_updates(self, server_round: int) -> dict[int, dict] | None:
+        files = self._update_files(server_round)
+        return {client: load_file(str(path)) for client, path in sorted(files.items())} or None
+
+    def update_bytes(self, server_round: int) -> int:
+        return sum(p.stat().st_size for p in self._update_files(server_round).values())
+
+    def save_updates(self, server_round: int, states: dict[int, dict]) -> None:
+        """Each client's update of ``server_round`` (``{client: adapter state}``), as the server received it."""
+        for client, state in states.items():
+            with atomic_path(self.updates_dir(server_round) / f"client_{client}.safetensors") as tmp:
+                save_file({k: v.contiguous() for k, v in state.items()}, str(tmp))
+
+    def audited(self, server_round: int) -> None:
+        """``server_round`` has been audited: its clients' updates go unless kept (a run that writes them only)."""
+        if not self.keeps_updates:
+            shutil.rmtree(self.updates_dir(server_round), ignore_errors=True)
+
+    def kept_rounds(self) -> list[int]:
+        """The rounds whose clients' updates are on disk."""
+        return sorted(int(p.parent.name.removeprefix("round_")) for p in self.run_dir.glob(f"round_*/{UPDATES}")
+                      if any(p.glob("client_*.safetensors")))
+
+
+def check_kept_updates(cfg: ExperimentConfig, run: Path, rounds: list[int]) -> None:
+    """A re-audit with a method that scores the clients' updates needs a federated run that kept them for every
+    audited round after round 0 (round 0 has none: nothing was trained); refused in one line otherwise."""
+    needing = scoring_updates(cfg)
+    if not needing or cfg.strategy.name == CENTRALIZED:  # a centralized run has no clients: the method says so
+        return
+    kept = set(RunArchive(run).kept_rounds())
+    missing = [r for r in rounds if r > 0 and r not in kept]
+    if missing:
+        raise ValueError(f"audit.methods {needing} score each client's update of a round, and run={run} kept none for "
+                         f"round(s) {missing}: train it with audit.keep_updates=true to audit it so")
+
+
+def check_no_updates_needed(cfg: ExperimentConfig) -> None:
+    """An audit of a model fedmem did not train has no clients' updates: a method that scores them is refused."""
+    needing = scoring_updates(cfg)
+    if needing:
+        raise ValueError(f"audit.methods {needing} score each client's update of a round, which only a federated run "
+                         "fedmem trains keeps: leave them out of an audit of a model fedmem did not train")
