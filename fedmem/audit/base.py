@@ -10,6 +10,7 @@ log-probabilities, which are memoised per round, so two methods asking for the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -143,6 +144,7 @@ class AuditedModel:
     merge_adapter: bool = True  # generate and score on a copy with the LoRA adapter merged (the same function)
     _merged: Any = field(default=None, repr=False)
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
+    adapters_dir: str | None = None  # the run's directory of round_<r>/adapter: earlier rounds' global adapters
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
     _stats_cache: dict = field(default_factory=dict, repr=False)
@@ -237,6 +239,20 @@ class AuditedModel:
         finally:
             del model
 
+    def global_adapter(self, server_round: int) -> dict | None:
+        """The global LoRA adapter (its state dict) of round ``server_round`` of the audited run: this round's is the
+        audited model's own, an earlier one is read back from the run's saved rounds (None where there is none)."""
+        from fedmem.engine.model.load import adapter_state
+
+        if server_round == self.round:
+            return adapter_state(self.model)
+        path = Path(self.adapters_dir or "") / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"
+        if self.adapters_dir is None or not path.is_file():
+            return None
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under
         the preset's knob; ``fedmem.engine.generation.decoding_used``)."""
@@ -271,7 +287,8 @@ class Figure:
     for figures that measure something else (utility). ``console``: on the one line printed per round. ``sweep``:
     which columns of the sweep tables it fills: ``answer`` (the paper's MR comparison, every table but the
     framework's), ``total`` and ``utility`` (the framework table, the paper's Table 2), ``performance`` (the paper's
-    "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none)."""
+    "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none). ``epsilon``: an
+    empirical privacy figure in the accountant's units (ε at the run's δ), tabled and plotted beside DP's ε."""
 
     key: str
     label: str
@@ -281,6 +298,7 @@ class Figure:
     console: bool = False
     of: str | None = None
     sweep: Literal["answer", "total", "utility", "performance", "extra"] | None = "extra"
+    epsilon: bool = False
 
     def __post_init__(self):
         if self.ci == "":

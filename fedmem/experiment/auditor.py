@@ -50,6 +50,8 @@ class Auditor:
         self.cfg, self.label = cfg, label
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
+        # where the audited run keeps each round's global adapter: this run's, or the re-audited run's
+        self.adapters_dir = str(self.run_dir) if save_adapters else self.source.get("run")
         self.model, self.tokenizer = model, tokenizer
         t = time.perf_counter()
         self.pool = plan.pool
@@ -127,7 +129,7 @@ class Auditor:
             out_dir=str(out), batch_size=audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
             generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
-            show_progress=self.cfg.train.progress,
+            show_progress=self.cfg.train.progress, adapters_dir=self.adapters_dir,
         )
         sections, timings = {}, {}
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
