@@ -23,10 +23,6 @@ def is_canary_reply(message: Message, num_clients: int) -> bool:
     return not message.has_error() and rules.is_canary(int(message.content["metrics"]["partition_id"]), num_clients)
 
 
-def _ndarrays(record: ArrayRecord) -> list[np.ndarray]:
-    return record.to_numpy_ndarrays()
-
-
 def _record(like: ArrayRecord, arrays: list[np.ndarray]) -> ArrayRecord:
     return ArrayRecord({k: Array(np.asarray(v)) for k, v in zip(like.keys(), arrays, strict=True)})
 
@@ -84,14 +80,14 @@ class CanaryClients:
             return replies
         rows = [dict(r.content["metrics"]) for r in real]
         weight = float(np.mean([row[WEIGHT_KEY] for row in rows]))
-        norm, base = float(np.median([row["update_norm"] for row in rows])), _ndarrays(current)
+        norm, base = float(np.median([row["update_norm"] for row in rows])), current.to_numpy_ndarrays()
         for r in replies:
             mine = dict(r.content["metrics"])
             r.content["metrics"] = MetricRecord({**rows[0], **mine, **({} if self.cfg.defense.active else
                                                                       {WEIGHT_KEY: weight})})
             if not self.cfg.defense.active:
-                r.content["arrays"] = _record(r.content["arrays"],
-                                              rules.without_clipping(_ndarrays(r.content["arrays"]), base, norm))
+                sent = r.content["arrays"]
+                r.content["arrays"] = _record(sent, rules.with_norm(sent.to_numpy_ndarrays(), base, norm))
         return replies
 
     @staticmethod
@@ -99,4 +95,5 @@ class CanaryClients:
         """Flower's average of real + canary replies, as the round releases it (``rules.released``)."""
         if averaged is None or not canaries or not real:
             return averaged
-        return _record(averaged, rules.released(_ndarrays(current), _ndarrays(averaged), real, canaries))
+        return _record(averaged, rules.released(current.to_numpy_ndarrays(), averaged.to_numpy_ndarrays(), real,
+                                                canaries))

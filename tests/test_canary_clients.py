@@ -95,7 +95,8 @@ def canary_runs(tmp_path_factory, cache_dir):
             extra, rounds = RUNS[name]
             d = compose_dict([*FAST, f"cache_dir={cache_dir}", "data.audit_canary_clients=32", "data.audit_canaries=32",
                               "audit.one_run.k_plus=4", "audit.one_run.k_minus=4", f"defense.clipping_norm={C}",
-                              "audit.methods=[utility,one_run,canary_clients]", f"strategy.num_rounds={rounds}", *extra])
+                              "audit.methods=[utility,one_run,canary_clients]", f"strategy.num_rounds={rounds}",
+                              *extra])
             built[name] = Path(run_experiment(d, str(tmp_path_factory.mktemp(name))))
         return built[name]
 

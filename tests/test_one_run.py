@@ -16,8 +16,8 @@ from fedmem.data.audit_canaries import TAG
 from fedmem.data.synthetic.generator import check_ground_truth
 from tests.test_data_sources import FIX
 
-# (m canaries, r guesses, v right, δ, ε the paper gives at 95% confidence), from arXiv 2305.08846v1: Appendix D's worked
-# example of its code (m = r = 100, v = 75, then δ = 1e-4, then abstaining on 900 more canaries) and p. 28's
+# (m canaries, r guesses, v right, δ, ε the paper gives at 95% confidence), from arXiv 2305.08846v1: Appendix D's
+# worked example of its code (m = r = 100, v = 75, then δ = 1e-4, then abstaining on 900 more canaries) and p. 28's
 PAPER = [
     (100, 100, 75, 0.0, 0.702),
     (100, 100, 75, 1e-4, 0.699),
@@ -53,8 +53,8 @@ def test_guesses_take_the_ends_and_abstain_on_ties():
     assert guesses(tied, 2, 1).tolist() == [1, 0, 0, 0, -1]  # the second place is shared across the cut
 
 
-def _planted(data, task=TaskConfig(name="dialog"), seed=0):
-    fd = load_federated(task, data, seed=seed)
+def _planted(data, task: str = "dialog", seed=0):
+    fd = load_federated(TaskConfig(name=task), data, seed=seed)
     return fd, fd.ground_truth["audit_canaries"]
 
 
@@ -84,7 +84,7 @@ def test_the_synthetic_data_plants_canaries_each_trained_on_with_probability_one
 def test_a_local_source_gets_them_in_its_training_splits_too(tmp_path):
     data = DataConfig(source="local", path=str(FIX / "pubmedqa.jsonl"), num_clients=3, train_per_client=8,
                       test_per_client=2, audit_canaries=20)
-    fd, planted = _planted(data, TaskConfig(name="qa"))
+    fd, planted = _planted(data, "qa")
     members = [k for k in planted["canaries"] if k["member"]]
     assert members and all(any(r.mem_text == k["text"] for r in fd.clients[k["client"]].train) for k in members)
     assert not any(TAG in r.tags for c in fd.clients for r in c.test)

@@ -46,17 +46,18 @@ class CanaryClientsConfig:
                                       "data.audit_canary_clients")
     fit: Literal["pooled", "separate"] = option(
         "pooled", "the Gaussians fitted to the inserted and unseen statistics: pooled (one variance for both, the "
-                  "Gaussian mechanism's; a shift of the inserted above the unseen counts) or separate (a variance each, "
-                  "as the paper's code fits them: biased upward unless hundreds of canaries are inserted)")
+                  "Gaussian mechanism's; a shift of the inserted above the unseen counts) or separate (a variance "
+                  "each, as the paper's code fits them: biased upward unless hundreds of canaries are inserted)")
     resamples: int = option(200, "bootstrap resamples of the estimate's 95% interval")
-    delta: float | None = option(None, "δ of the estimate; null = the run's defense.delta (filled in when the config is "
-                                       "checked)")
+    delta: float | None = option(None, "δ of the estimate; null = the run's defense.delta (filled in when the "
+                                       "config is checked)")
 
     def __post_init__(self):
         check_fields(self, "audit.canary_clients")
         positive(self, "audit.canary_clients", "resamples")
         if self.unseen is not None and self.unseen < 2:
-            raise ValueError(f"audit.canary_clients.unseen must be >= 2 (a Gaussian is fitted to them), got {self.unseen}")
+            raise ValueError(f"audit.canary_clients.unseen must be >= 2 (a Gaussian is fitted to them), got "
+                             f"{self.unseen}")
         if self.delta is not None and not 0 < self.delta < 1:
             raise ValueError(f"audit.canary_clients.delta must be in (0, 1), got {self.delta}")
 
@@ -217,8 +218,8 @@ class CanaryClients(AuditMethod):
             seen, null = x[: self.inserted], x[self.inserted:]
             headline[f"epsilon_{threat}"] = estimate(seen, null, self.cfg.delta, self.cfg.fit)
             rng = np.random.default_rng([self.pool.seed, BOOTSTRAP_STREAM, r])  # the same draws for either threat
-            headline[f"epsilon_{threat}_ci95"] = bootstrap_ci95(seen, null, self.cfg.delta, self.cfg.fit, self.cfg.resamples,
-                                                                rng)
+            headline[f"epsilon_{threat}_ci95"] = bootstrap_ci95(seen, null, self.cfg.delta, self.cfg.fit,
+                                                                self.cfg.resamples, rng)
             fits[threat] = {"inserted": [float(seen.mean()), float(seen.std(ddof=1))],
                             "unseen": [float(null.mean()), float(null.std(ddof=1))]}
         rows = [{"direction": j, "inserted": j < self.inserted,
@@ -226,5 +227,6 @@ class CanaryClients(AuditMethod):
                 for j in range(self.inserted + self.unseen)]
         out = {**out, "headline": headline, "fits": fits, "canaries": rows}
         if len(statistics) < len(THREATS):
-            out["note"] = "Earlier rounds' global adapters are not all saved with this run: a figure that needs them is n/a."
+            out["note"] = ("Earlier rounds' global adapters are not all saved with this run: a figure that needs them "
+                           "is n/a.")
         return out

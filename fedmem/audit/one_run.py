@@ -5,7 +5,8 @@ The data draws m audit canaries and trains on each with probability 1/2, indepen
 its ground truth says which). After a round, every canary gets a membership score from the global model; the k+
 highest are guessed "in", the k- lowest "out", the rest abstained on, and the v correct guesses among the r made give,
 by the paper's theorem (its Theorem 5.2 in the three-way form of Corollary 5.4, the form its experiments use), the
-largest ε at which an (ε, δ)-DP training would make v or more correct guesses with probability at most 1 - confidence:
+largest ε at which an (ε, δ)-DP training would make v or more correct guesses with probability at most
+1 - confidence:
 
     P[W >= v] <= P[Bin(r, q) >= v] + 2 m δ max_{i=1..v} P[v - i <= Bin(r, q) < v] / i,   q = e^ε / (1 + e^ε).
 
@@ -31,7 +32,12 @@ import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
 from fedmem.audit.calibration import roc_auc
-from fedmem.audit.training_context import ScoringContext, TrainingFrame, context_option, has_offsets
+from fedmem.audit.training_context import (
+    ScoringContext,
+    TrainingFrame,
+    context_option,
+    has_offsets,
+)
 from fedmem.common.fields import check_fields, option
 from fedmem.data.audit_canaries import canary_record
 
@@ -157,7 +163,8 @@ class OneRun(AuditMethod):
             frame = TrainingFrame.of(tokenizer, record, task.plain) if has_offsets(tokenizer) else None
             if frame is None:
                 raise ValueError("audit.one_run.context=train scores each canary in the sequence it is trained in, "
-                                 "which this tokenizer or chat template cannot locate: set audit.one_run.context=prompt")
+                                 "which this tokenizer or chat template cannot locate: set "
+                                 "audit.one_run.context=prompt")
             form = frame.form(tokenizer, canary["text"], PREFIX_TOKENS)
             return form.context_ids, form.suffix_ids
         ids = tokenizer(canary["text"], add_special_tokens=False)["input_ids"]
@@ -186,8 +193,9 @@ class OneRun(AuditMethod):
                  "guess": int(g)} for k, s, g in zip(self.canaries, scores, guess)]
         headline = {"epsilon": eps, "correct": v, "guesses": r, "canaries": len(scores),
                     "members": int(self.member.sum()), "auc": roc_auc(scores[self.member], scores[~self.member])}
-        section = {"config": asdict(self.cfg), "headline": headline, "score": "reference" if base is not None else "loss",
-                   "delta": self.cfg.delta, "confidence": self.cfg.confidence, "canaries": rows}
+        section = {"config": asdict(self.cfg), "headline": headline,
+                   "score": "reference" if base is not None else "loss", "delta": self.cfg.delta,
+                   "confidence": self.cfg.confidence, "canaries": rows}
         if self.cfg.score == "reference" and base is None:
             section["note"] = ("The audited model has no LoRA adapter to switch off, so the canaries are ranked by "
                                "their likelihood alone (score: loss).")

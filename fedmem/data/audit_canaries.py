@@ -12,9 +12,9 @@ is never trained on by anyone. Inserted before deduplication: a defense acts on 
 Including or leaving out one canary changes one client's data only, which client-level DP covers (docs/spec.md §9),
 so the audit's bound is one on the run's own ε whatever the number of copies.
 
-**Canary clients** (``data.audit_canary_clients``, Andrew et al.'s one-shot estimate): clients that hold no records. Their
-partitions follow the real clients' (``data.num_clients`` .. ``+ data.audit_canary_clients - 1``); what they send is the
-federation's business (``fedmem.federation.canary_clients``).
+**Canary clients** (``data.audit_canary_clients``, Andrew et al.'s one-shot estimate): clients that hold no records.
+Their partitions follow the real clients' (``data.num_clients`` .. ``+ data.audit_canary_clients - 1``); what they send
+is the federation's business (``fedmem.federation.canary_clients``).
 
 Both go into the data's ground truth (``audit_canaries``, ``canary_clients``), which the audits read.
 """
@@ -53,8 +53,8 @@ def plant(fd: FederatedData, task, data, seed: int) -> FederatedData:
     truth (nothing planted, and no ground truth added, when ``data`` asks for neither)."""
     truth = dict(fd.ground_truth)
     if data.audit_canary_clients:
-        truth["canary_clients"] = {"count": data.audit_canary_clients,
-                                   "partitions": list(range(fd.num_clients, fd.num_clients + data.audit_canary_clients))}
+        k = data.audit_canary_clients
+        truth["canary_clients"] = {"count": k, "partitions": list(range(fd.num_clients, fd.num_clients + k))}
     if not data.audit_canaries:
         return dataclasses.replace(fd, ground_truth=truth)
     words = vocabulary(fd)

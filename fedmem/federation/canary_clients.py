@@ -45,18 +45,19 @@ def check(canary_clients: int, strategy, defense, num_clients: int) -> None:
     if not canary_clients:
         return
     if strategy.name == CENTRALIZED:
-        raise ValueError("data.audit_canary_clients: the centralized baseline has no clients to sample canaries beside; set "
-                         "data.audit_canary_clients=0")
+        raise ValueError("data.audit_canary_clients: the centralized baseline has no clients to sample canaries "
+                         "beside; set data.audit_canary_clients=0")
     if strategy_named(strategy.name).server_optimizer:
-        raise ValueError(f"data.audit_canary_clients with strategy={strategy.name}: a canary's share of the average is added "
-                         "to FedAvg's release, which a server optimizer does not make; use fedavg or fedprox")
+        raise ValueError(f"data.audit_canary_clients with strategy={strategy.name}: a canary's share of the average "
+                         "is added to FedAvg's release, which a server optimizer does not make; use fedavg or fedprox")
     if defense.active and defense.clipping == "adaptive":
-        raise ValueError("data.audit_canary_clients with defense.clipping=adaptive: every canary is clipped, and its count "
-                         "would move the clipping norm the real clients get; use defense.clipping=fixed")
+        raise ValueError("data.audit_canary_clients with defense.clipping=adaptive: every canary is clipped, and its "
+                         "count would move the clipping norm the real clients get; use defense.clipping=fixed")
     m = sampled_clients(strategy, num_clients)
     if canary_clients * m % num_clients:
-        raise ValueError(f"data.audit_canary_clients={canary_clients}: each round samples {m} of {num_clients} clients, so "
-                         f"the canaries' share k m / N must be whole; use a multiple of {num_clients // np.gcd(m, num_clients)}")
+        raise ValueError(f"data.audit_canary_clients={canary_clients}: each round samples {m} of {num_clients} "
+                         f"clients, so the canaries' share k m / N must be whole; use a multiple of "
+                         f"{num_clients // np.gcd(m, num_clients)}")
 
 
 def is_canary(partition: int, num_clients: int) -> bool:
@@ -85,11 +86,11 @@ def reply(global_state: dict[str, torch.Tensor], partition: int, num_clients: in
 
 def sent_norm(defense) -> float:
     """The norm a canary client sends its direction at: past the clipping norm under DP (the clipping gives it C),
-    one without (the server gives it the round's median real update norm, :func:`without_clipping`)."""
+    one without (the server gives it the round's median real update norm, :func:`with_norm`)."""
     return SCALE * defense.clipping_norm if defense.active else 1.0
 
 
-def without_clipping(reply: list[np.ndarray], current: list[np.ndarray], norm: float) -> list[np.ndarray]:
+def with_norm(reply: list[np.ndarray], current: list[np.ndarray], norm: float) -> list[np.ndarray]:
     """A canary's reply with its change from ``current`` set to ``norm`` (no DP: nothing else bounds it)."""
     change = [a - b for a, b in zip(reply, current)]
     scale = norm / float(np.sqrt(sum(float(np.square(c, dtype=np.float64).sum()) for c in change)))
@@ -102,4 +103,3 @@ def released(current: list[np.ndarray], averaged: list[np.ndarray], real: int, c
     each canary adds its update over their number."""
     factor = (real + canaries) / real
     return [b + ((a.astype(np.float64) - b) * factor).astype(b.dtype) for a, b in zip(averaged, current)]
-

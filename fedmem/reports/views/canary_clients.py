@@ -17,7 +17,9 @@ WHAT = {"final": "cosine with the change since round 0", "every_round": "largest
 
 def _epsilon(h: dict, threat: str) -> str:
     x = h.get(f"epsilon_{threat}")
-    return "unbounded (no noise)" if x is not None and x >= MAX_EPSILON else score_ci(x, h.get(f"epsilon_{threat}_ci95"))
+    if x is not None and x >= MAX_EPSILON:
+        return "unbounded (no noise)"
+    return score_ci(x, h.get(f"epsilon_{threat}_ci95"))
 
 
 @register_view("canary_clients")
@@ -35,7 +37,7 @@ class CanaryClientsView(View):
                  "|---|---|---|---|---|"]
         for threat, label in THREATS.items():
             fit = fits.get(threat)
-            cells = [f"{fit[side][0]:.3g} ({fit[side][1]:.3g})" for side in ("inserted", "unseen")] if fit else ["–"] * 2
+            cells = [f"{fit[s][0]:.3g} ({fit[s][1]:.3g})" for s in ("inserted", "unseen")] if fit else ["–"] * 2
             lines.append(f"| {label} | {WHAT[threat]} | {' | '.join(cells)} | {_epsilon(h, threat)} |")
         if not section.get("canaries"):
             lines += ["", "Round 0: the model has not changed, so no canary can show; the estimate is 0."]
