@@ -14,6 +14,7 @@ from fedmem.config.experiment import from_dict
 from fedmem.data import DataConfig, TaskConfig, load_federated
 from fedmem.data.audit_canaries import TAG
 from fedmem.data.synthetic.generator import check_ground_truth
+from tests.conftest import report_schema_errors
 from tests.test_data_sources import FIX
 
 # (m canaries, r guesses, v right, δ, ε the paper gives at 95% confidence), from arXiv 2305.08846v1: Appendix D's
@@ -130,3 +131,4 @@ def test_no_training_gives_no_bound_and_memorized_canaries_give_one_above_zero(t
     assert h["epsilon"] == pytest.approx(epsilon_lower_bound(64, 16, h["correct"], 1e-5))
     assert (run / "round_1" / "one_run_scores.png").is_file()
     assert "ε ≥" in (run / "round_1" / "report.md").read_text()
+    assert report_schema_errors(json.loads((run / "round_1" / "report.json").read_text())) == []

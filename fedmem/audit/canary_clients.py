@@ -177,11 +177,15 @@ class CanaryClients(AuditMethod):
         self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with θ_s - θ_(s-1)
 
     def _cosines(self, deltas: list[np.ndarray]) -> np.ndarray:
-        """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change)."""
-        matrix, size = np.stack(deltas), len(deltas[0])
-        norms = np.linalg.norm(matrix, axis=1)
-        dots = np.stack([matrix @ unit_direction(self.pool.seed, j, size)
-                         for j in range(self.inserted + self.unseen)], axis=1)
+        """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change). Each dot
+        product is taken alone, so a round's cosines have the same bits whatever else is computed with them (a
+        re-audit of one round reads the same figures as the run)."""
+        size = len(deltas[0])
+        norms = np.array([np.linalg.norm(d) for d in deltas])
+        dots = np.empty((len(deltas), self.inserted + self.unseen))
+        for j in range(self.inserted + self.unseen):
+            u = unit_direction(self.pool.seed, j, size)
+            dots[:, j] = [float(d @ u) for d in deltas]
         with np.errstate(invalid="ignore", divide="ignore"):
             return dots / norms[:, None]
 
