@@ -14,7 +14,7 @@ A direction never inserted is independent of the model, so its cosine is distrib
 d dimensions); an inserted one is shifted by its own contribution. As the paper does, a Gaussian is fitted to each
 set of statistics (unseen, inserted) and the estimate is the ε at the run's δ of telling the two Gaussians apart
 (:func:`gaussian_pair_epsilon`): for one round of the Gaussian mechanism it is that mechanism's ε for a client whose
-update has norm C (the paper's Theorem 3.3, asymptotically in d). It is an estimate, not a bound: its interval is a
+update has norm C (the paper's analysis, asymptotically in d). It is an estimate, not a bound: its interval is a
 percentile bootstrap over the canaries (inserted and unseen resampled apart). At round 0 nothing has changed and it is
 0. Earlier rounds' adapters are read back from the run (``AuditedModel.global_adapter``), so a resumed run or a
 re-audit of some rounds gives the same figures.
@@ -206,7 +206,8 @@ class CanaryClients(AuditMethod):
                    and state(s) is not None and state(s - 1) is not None]
         deltas = [state(s) - state(s - 1) for s in missing]
         final = None if state(0) is None else state(r) - state(0)
-        cosines = self._cosines(deltas + ([final] if final is not None else []))
+        wanted = deltas + ([final] if final is not None else [])
+        cosines = self._cosines(wanted) if wanted else []
         self.round_cosines.update(zip(missing, cosines))
         statistics = {}
         if final is not None:

@@ -84,4 +84,3 @@ def plant(fd: FederatedData, task, data, seed: int) -> FederatedData:
                                "members": sum(k["member"] for k in canaries), "canaries": canaries}
     clients = [dataclasses.replace(c, train=t) for c, t in zip(fd.clients, train)]
     return dataclasses.replace(fd, clients=clients, ground_truth=truth)
-

@@ -53,8 +53,11 @@ class CanaryClientsView(View):
         plt = pyplot()
         fig, axes = plt.subplots(1, len(threats), figsize=(5.5 * len(threats), 3.5), squeeze=False)
         for ax, threat in zip(axes[0], threats):
-            values = np.array([r[threat] for r in rows])
+            values = np.array([r[threat] for r in rows], dtype=float)
             inserted = np.array([r["inserted"] for r in rows])
+            values, inserted = values[np.isfinite(values)], inserted[np.isfinite(values)]  # a round with no change
+            if not values.size:
+                continue
             edges = np.histogram_bin_edges(values, bins=30)
             ax.hist(values[~inserted], bins=edges, alpha=0.6, color="#1f77b4", label="never inserted")
             ax.hist(values[inserted], bins=edges, alpha=0.6, color="#d62728", label="canary clients")
