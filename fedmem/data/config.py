@@ -146,7 +146,7 @@ class DataSourceConfig:
     audit_canaries: int = option(
         0, "audit canaries m of the one-run privacy audit (audit.one_run): random word strings, each trained on (in "
            "one random client's training split) with probability 1/2; 0 = none, the data as it is (the synthetic "
-           "demo data plants 128, four copies each)")
+           "source plants 128, four copies each)")
     audit_canary_copies: int = option(1, "copies of a member audit canary in its client's training split")
     audit_canary_words: int = option(16, "words per audit canary, drawn uniformly from the data's vocabulary")
     audit_canary_clients: int = option(
