@@ -31,8 +31,8 @@ class CanaryClientsView(View):
         h, fits = section["headline"], section.get("fits") or {}
         lines = [f"{section['inserted']} canary clients inserted, {section['unseen']} directions never inserted; "
                  f"ε at δ = {section['delta']:g} between the Gaussians fitted to each, with a 95% bootstrap interval "
-                 f"over the canaries (an estimate, not a bound). Compare it with the accountant's ε (Defense, on this "
-                 "page).", "",
+                 f"over the canaries (an estimate, not a bound). Under DP, compare it with the accountant's ε (Defense, "
+                 "on this page).", "",
                  "| threat model | statistic | inserted: mean (sd) | unseen: mean (sd) | ε estimate [95% CI] |",
                  "|---|---|---|---|---|"]
         for threat, label in THREATS.items():

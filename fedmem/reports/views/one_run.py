@@ -38,8 +38,8 @@ class OneRunView(View):
             f"**ε ≥ {score_ci(h['epsilon'], None)}** at {section['confidence']:.0%} confidence, δ = "
             f"{section['delta']:g} (Steinke, Nasr and Jagielski's bound from {count(h['correct'], h['guesses'])} "
             f"right): no training that is (ε', δ)-DP with a smaller ε' makes that many right guesses but with "
-            f"probability {1 - section['confidence']:.0%}. Compare it with the accountant's ε (Defense, on this "
-            f"page). ROC AUC of the score, trained on against held out: {score_ci(h['auc'], None)}.",
+            f"probability {1 - section['confidence']:.0%}. Under DP, compare it with the accountant's ε (Defense, on "
+            f"this page). ROC AUC of the score, trained on against held out: {score_ci(h['auc'], None)}.",
         ]
         if section.get("note"):
             lines += ["", section["note"]]
