@@ -11,11 +11,12 @@ import functools
 
 import flwr.clientapp.mod
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedmem.config import load_config
 from fedmem.experiment.training import check_partition, client_round
+from fedmem.federation import canary_clients
 from fedmem.federation.privacy import client_mod
 
 
@@ -34,7 +35,7 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
     def defense_mod(msg: Message, context: Context, call_next) -> Message:
         """The Flower mod the run's defense needs on the client (DP with client-side clipping clips the update
         before it leaves), or none; chosen per run, as the app serves whichever run's config it is given."""
-        name = client_mod(config_of(context).defense)
+        name = client_mod(config_of(context).defense) if msg.metadata.message_type == MessageType.TRAIN else None
         return getattr(flwr.clientapp.mod, name)(msg, context, call_next) if name else call_next(msg, context)
 
     app = ClientApp(mods=[defense_mod])
@@ -44,10 +45,19 @@ def make_client_app(config_path: str | None = None, round_fn=client_round) -> Cl
         cfg = config_of(context)
         torch.set_num_threads(cfg.simulation.torch_threads)
         client = check_partition(cfg, int(context.node_config["partition-id"]))
-        state, metrics = round_fn(cfg, client, msg.content["arrays"].to_torch_state_dict(),
-                                  dict(msg.content["config"]))
+        received = msg.content["arrays"].to_torch_state_dict()
+        if canary_clients.is_canary(client, cfg.num_clients):  # no data: its fixed direction (SPEC §10)
+            state, metrics = canary_clients.reply(received, client, cfg.num_clients, cfg.seed, cfg.defense)
+        else:
+            state, metrics = round_fn(cfg, client, received, dict(msg.content["config"]))
         metrics = MetricRecord({**metrics, "partition_id": client})
         return Message(RecordDict({"arrays": ArrayRecord(torch_state_dict=state), "metrics": metrics}), reply_to=msg)
+
+    @app.query()
+    def query(msg: Message, context: Context) -> Message:
+        """The node's partition: the server tells the canary clients' nodes from the real clients' by it."""
+        partition = MetricRecord({"partition_id": int(context.node_config["partition-id"])})
+        return Message(RecordDict({"metrics": partition}), reply_to=msg)
 
     return app
 

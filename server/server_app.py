@@ -16,6 +16,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedmem.config import ExperimentConfig, load_config
 from fedmem.experiment.auditor import training_auditor
 from fedmem.experiment.lifecycle import record_failure
+from fedmem.federation.canary_clients import is_canary
 from fedmem.federation.privacy import flower_wrapper, sampled_clients
 from fedmem.federation.rounds import (
     Reply,
@@ -27,6 +28,7 @@ from fedmem.federation.rounds import (
 )
 from fedmem.reports.pages import headline
 from server.adaptive_clipping import CORRECTED
+from server.canary_clients import CanaryClients, is_canary_reply
 
 
 def _metrics(record) -> dict:
@@ -47,9 +49,13 @@ def build_strategy(cfg: ExperimentConfig):
     that a round with a failed client stops the run before the wrapper could skip its aggregation."""
     module, name, arguments = flower_strategy(cfg.strategy, cfg.num_clients, equal_weights=cfg.defense.active)
     cls = getattr(importlib.import_module(module), name)
+    canaries = CanaryClients(cfg) if cfg.data.audit_canary_clients else None  # SPEC §10: none of their metrics counts
     aggregate = lambda records, key: MetricRecord(  # noqa: E731
-        aggregate_train_metrics([_metrics(r) for r in records], key))
-    wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients))
+        aggregate_train_metrics([m for r in records if not is_canary(int((m := _metrics(r))["partition_id"]),
+                                                                     cfg.num_clients)], key))
+    # Flower's noise is calibrated to the replies it averages, canaries included, so that its noise on the sum is z C
+    averaged = sampled_clients(cfg.strategy, cfg.num_clients) + (canaries.per_round if canaries else 0)
+    wrapper = flower_wrapper(cfg.defense, averaged)
     if wrapper:  # Flower's adaptive-clipping wrappers, corrected to Andrew et al.'s rule (server/adaptive_clipping.py)
         outer = CORRECTED.get(wrapper[0]) or getattr(flwr.serverapp.strategy, wrapper[0])
         args, kwargs = (cls(**arguments, train_metrics_aggr_fn=aggregate),), wrapper[1]
@@ -59,12 +65,23 @@ def build_strategy(cfg: ExperimentConfig):
     class Recording(outer):
         def configure_train(self, server_round, arrays, config, grid):
             self.clipping[server_round] = getattr(self, "clipping_norm", None)  # adaptive: this round's norm
+            self.current = arrays
+            if canaries:  # Flower samples the real clients among their own nodes, as it would without canaries
+                grid = canaries.real_nodes(grid)
             messages = list(super().configure_train(server_round, arrays, config, grid))
             self.sampled[server_round] = len(messages)
+            if canaries and messages:
+                messages += canaries.messages(server_round + int(config.get("round-offset", 0)), messages)
             return messages
 
         def aggregate_train(self, server_round, replies):
             replies = list(replies)
+            planted = sorted((r for r in replies if is_canary_reply(r, cfg.num_clients)),
+                             key=lambda r: int(r.content["metrics"]["partition_id"]))
+            replies = [r for r in replies if not is_canary_reply(r, cfg.num_clients)]
+            if canaries and len(planted) < canaries.per_round:
+                raise RoundFailedError(f"round {server_round}: {len(planted)} of the {canaries.per_round} canary "
+                                       f"clients sampled replied")
             seen = [_reply(r) for r in replies]
             sampled = self.sampled.get(server_round, len(seen))
             self.participation[server_round] = participation(server_round, sampled, seen,
@@ -76,7 +93,11 @@ def build_strategy(cfg: ExperimentConfig):
             if self.keep_updates:  # each client's update as the server received it, for the audits (SPEC §11)
                 self.keep_updates(server_round, {int(r.content["metrics"]["partition_id"]):
                                                  r.content["arrays"].to_torch_state_dict() for r in trained})
-            return super().aggregate_train(server_round, trained)
+            if not planted:
+                return super().aggregate_train(server_round, trained)
+            arrays, metrics = super().aggregate_train(server_round,
+                                                      trained + canaries.prepared(planted, trained, self.current))
+            return canaries.released(arrays, self.current, len(trained), len(planted)), metrics
 
     strategy = Recording(*args, **kwargs)
     strategy.train_log, strategy.sampled, strategy.participation, strategy.clipping = {}, {}, {}, {}

@@ -23,7 +23,7 @@ def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
     run_simulation(
         server_app=make_server_app(cfg, start_round),
         client_app=make_client_app(str(Path(cfg.run_dir) / "config.yaml")),
-        num_supernodes=cfg.num_clients,
+        num_supernodes=cfg.num_clients + cfg.data.audit_canary_clients,
         backend_name=sim.backend,
         backend_config={
             "client_resources": {"num_cpus": client_cpus(cfg), "num_gpus": sim.num_gpus_per_client},

@@ -50,6 +50,7 @@ FAST = [
     "train.progress=false",
     "strategy.num_rounds=1",
     "data.num_clients=2",
+    "data.audit_canaries=0",
 ]
 
 

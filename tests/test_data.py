@@ -31,7 +31,7 @@ def test_templates_are_the_papers():
 
 def small(**kw):
     base = dict(train_per_client=40, test_per_client=8, canary_copies=[1, 2, 4], shared_canary_copies=[],
-                public_size=60)
+                public_size=60, audit_canaries=0)  # the generator's own records (test_one_run.py plants the others)
     return DataConfig(**{**base, **kw})
 
 

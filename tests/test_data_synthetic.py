@@ -20,8 +20,10 @@ from fedmem.data import (
 from fedmem.data.synthetic import check_ground_truth, vocab
 from tests.fixtures.bpe import bpe_tokenizer
 
-# own canaries only; a boilerplate share above the default's, so that every client holds every boilerplate
-SMALL = dict(train_per_client=80, test_per_client=10, public_size=300, shared_canary_copies=[], generic_fraction=0.2)
+# own canaries only; a boilerplate share above the default's, so that every client holds every boilerplate; the
+# generator's own records only (the privacy audit's canaries: test_one_run.py)
+SMALL = dict(train_per_client=80, test_per_client=10, public_size=300, shared_canary_copies=[], generic_fraction=0.2,
+             audit_canaries=0)
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +266,7 @@ def test_check_ground_truth_catches_a_wrong_truth(fd):
 def test_canary_options_and_two_clients():
     data = DataConfig(num_clients=2, train_per_client=24, test_per_client=6, public_size=200,
                       canary_copies=[1, 3], canaries_per_count=2, canary_clients=[1],
-                      shared_canary_copies=[])
+                      shared_canary_copies=[], audit_canaries=0)
     fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
     truth = fd.ground_truth["canaries"]
     assert sorted(k["copies"] for k in truth) == [1, 1, 3, 3] and {k["client"] for k in truth} == {1}
@@ -276,7 +278,7 @@ def test_canary_options_and_two_clients():
 
 def test_shared_canaries_are_dealt_round_robin_over_the_canary_clients():
     data = DataConfig(num_clients=3, train_per_client=30, test_per_client=6, public_size=200,
-                      canary_copies=[1, 2], shared_canary_copies=[2, 7], canary_clients=[0, 2])
+                      canary_copies=[1, 2], shared_canary_copies=[2, 7], canary_clients=[0, 2], audit_canaries=0)
     assert data.canary_copies_by_client() == {0: 3 + 1 + 3, 1: 0, 2: 3 + 1 + 4}  # 2 -> [0, 2]; 7 -> [2, 0, 2, ...]
     fd = load_federated(TaskConfig(name="dialog"), data, seed=0)
     shared = [k for k in fd.ground_truth["canaries"] if k["shared"]]

@@ -312,6 +312,15 @@ class AuditedModel:
 
         return merged_copy(self.model, state) if self.merge_adapter else copy_with_adapter(self.model, state)
 
+    def global_adapter(self, server_round: int) -> dict | None:
+        """The global LoRA adapter (its state dict) of round ``server_round`` of the audited run: this round's is the
+        audited model's own, another is read back from the run's archive (None where the run did not keep it)."""
+        from fedmem.engine.model.load import adapter_state
+
+        if server_round == self.round:
+            return adapter_state(self.model)
+        return self.archive.global_adapter(server_round) if self.archive is not None else None
+
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under
         the preset's knob; ``fedmem.engine.generation.decoding_used``)."""
@@ -346,7 +355,8 @@ class Figure:
     for figures that measure something else (utility). ``console``: on the one line printed per round. ``sweep``:
     which columns of the sweep tables it fills: ``answer`` (the paper's MR comparison, every table but the
     framework's), ``total`` and ``utility`` (the framework table, the paper's Table 2), ``performance`` (the paper's
-    "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none)."""
+    "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none). ``epsilon``: an
+    empirical privacy figure in the accountant's units (ε at the run's δ), tabled and plotted beside DP's ε."""
 
     key: str
     label: str
@@ -356,6 +366,7 @@ class Figure:
     console: bool = False
     of: str | None = None
     sweep: Literal["answer", "total", "utility", "performance", "extra"] | None = "extra"
+    epsilon: bool = False
 
     def __post_init__(self):
         if self.ci == "":

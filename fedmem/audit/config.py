@@ -24,7 +24,7 @@ class AuditConfig:
     method audits a part of that pool, and asking for more than the pool holds is an error, never a cap.
     """
 
-    methods: list[str] = option_factory(["utility", "mr", "pearl", "pa", "mia", "trajectory"],
+    methods: list[str] = option_factory(["utility", "mr", "pearl", "pa", "mia", "trajectory", "one_run"],
                                         "enabled audit methods, by registry name")
     prefix_len: int = option(30, "prefix tokens of the memorization text; the suffix is all the rest of it")
     samples_per_client: int | Literal["all"] = option(

@@ -23,6 +23,7 @@ from fedmem.audit.base import AuditPool, AuditSample
 from fedmem.audit.config import AuditConfig
 from fedmem.audit.training_context import TrainingForm, TrainingFrame, has_offsets
 from fedmem.data import continuation_header, format_prompt
+from fedmem.data.audit_canaries import TAG as AUDIT_CANARY
 from fedmem.data.dedup import TrainedText
 
 # The seed code keeps a text when it has at least prefix_len + 20 tokens, so every suffix has 20 tokens or more.
@@ -87,8 +88,8 @@ def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.
     ordinary ones; ``trained`` (a test split): its texts that are training text, never drawn."""
     seen, planted, rest = set(), [], []
     for i, r in enumerate(records):
-        if r.mem_text in seen or (trained is not None and r.mem_text in trained):
-            continue
+        if r.mem_text in seen or (trained is not None and r.mem_text in trained) or AUDIT_CANARY in r.tags:
+            continue  # an audit canary is the privacy audit's own sample (fedmem.audit.one_run), never an ordinary one
         seen.add(r.mem_text)
         (planted if split == "train" and "canary" in r.tags else rest).append(i)
     rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement

@@ -33,6 +33,7 @@ from fedmem.data import (
     check_configs,
 )
 from fedmem.engine.config import ModelConfig, TrainConfig
+from fedmem.federation import canary_clients
 from fedmem.federation.privacy import DefenseConfig, check_defense, sampled_clients
 from fedmem.federation.strategies import (
     CENTRALIZED,
@@ -205,6 +206,7 @@ def validate(cfg: ExperimentConfig) -> None:
                              "baseline has none (strategy=centralized takes defense=none)")
         check_defense(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients), cfg.num_clients,
                       cfg.strategy.num_rounds, cfg.strategy)
+    canary_clients.check(cfg.data.audit_canary_clients, cfg.strategy, cfg.defense, cfg.num_clients)
     if cfg.model.offline and not cfg.data.has_public_corpus:
         raise ValueError(f"model={cfg.model.name} trains its tokenizer and prior on the data's public corpus, and "
                          "data.public_share=0 with no data.public gives none: set one of them")

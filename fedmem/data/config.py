@@ -142,6 +142,16 @@ class DataSourceConfig:
         "memorization text) or near (also texts whose word-shingle MinHash Jaccard similarity reaches "
         "dedup_threshold); held-out data is left as it is")
     dedup_threshold: float = option(0.8, "near: the estimated Jaccard similarity at which two texts are duplicates")
+    # the privacy audits' plants (fedmem.data.audit_canaries, docs/spec.md §10)
+    audit_canaries: int = option(
+        0, "audit canaries m of the one-run privacy audit (audit.one_run): random word strings, each trained on (in "
+           "one random client's training split) with probability 1/2; 0 = none, the data as it is (the synthetic "
+           "source plants 128, four copies each)")
+    audit_canary_copies: int = option(1, "copies of a member audit canary in its client's training split")
+    audit_canary_words: int = option(16, "words per audit canary, drawn uniformly from the data's vocabulary")
+    audit_canary_clients: int = option(
+        0, "canary clients of the client-level privacy audit: clients with no data whose update is a fixed random "
+           "direction, sampled, clipped and noised like the real clients; 0 = none")
 
     def __post_init__(self):
         check_fields(self, "data")
@@ -150,6 +160,12 @@ class DataSourceConfig:
                              f"tell; dedup=exact removes identical texts), got {self.dedup_threshold}")
         if self.num_clients < 1:
             raise ValueError(f"data.num_clients must be >= 1, got {self.num_clients}")
+        for key in ("audit_canaries", "audit_canary_clients"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"data.{key} must be >= 0, got {getattr(self, key)}")
+        for key in ("audit_canary_copies", "audit_canary_words"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"data.{key} must be >= 1, got {getattr(self, key)}")
         if self.train_per_client < 1 or self.test_per_client < 1:
             raise ValueError(
                 f"data.train_per_client and data.test_per_client must be >= 1, got "

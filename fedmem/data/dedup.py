@@ -7,13 +7,15 @@ estimated Jaccard similarity of at least ``data.dedup_threshold`` with a record 
 ``datasketch``; locality-sensitive hashing only proposes the candidates, each kept by its estimate). Held-out records
 stay as they are: they are the audits' control, and the audit drops from it whatever is training text
 (:class:`TrainedText`).
-What was removed is written into the data's ground truth (``dedup``), per client, canary copies counted apart.
+What was removed is written into the data's ground truth (``dedup``), per client, the copies of planted canaries (the
+synthetic source's and the privacy audit's) counted apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from fedmem.data.audit_canaries import TAG as AUDIT_CANARY
 from fedmem.data.records import FederatedData, Record
 
 SHINGLE_WORDS = 5  # word 5-grams: long enough that two unrelated texts share few, short enough to survive an edit
@@ -120,7 +122,7 @@ def deduplicate(fd: FederatedData, mode: str, threshold: float) -> FederatedData
         # an exact duplicate has the same shingles, hence the same sketch: near finds it among the near ones
         drop = set(exact_duplicates(split.train) if mode == "exact" else near_duplicates(split.train, threshold))
         train = [r for i, r in enumerate(split.train) if i not in drop]
-        canaries = sum("canary" in split.train[i].tags for i in drop)
+        canaries = sum("canary" in split.train[i].tags or AUDIT_CANARY in split.train[i].tags for i in drop)
         report.append({"client": c, "before": len(split.train), "removed": len(drop), "canary_copies_removed": canaries})
         clients.append(dataclasses.replace(split, train=train))
     dedup = {"mode": mode, "threshold": threshold if mode == "near" else None, "clients": report}

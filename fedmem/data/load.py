@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fedmem.data.audit_canaries import plant
 from fedmem.data.config import DataSourceConfig, TaskConfig, check_configs
 from fedmem.data.dedup import deduplicate
 from fedmem.data.records import FederatedData
@@ -29,8 +30,8 @@ def validate_federated(fd: FederatedData, data: DataSourceConfig) -> None:
 
 
 def load_federated(task: TaskConfig, data: DataSourceConfig, seed: int, cache_dir: str | None = None) -> FederatedData:
-    """The clients' train/test splits of ``task`` from ``data.source``, deduplicated as ``data.dedup`` says;
-    deterministic in ``seed``.
+    """The clients' train/test splits of ``task`` from ``data.source``, with the privacy audits' canaries planted
+    and deduplicated as ``data.dedup`` says; deterministic in ``seed``.
 
     With ``cache_dir``, Hugging Face downloads are cached under ``<cache_dir>/hf-datasets`` and the result is
     saved to ``<cache_dir>/data/<source>-<hash>/`` (records.jsonl, public_corpus.jsonl, ground_truth.json),
@@ -41,6 +42,7 @@ def load_federated(task: TaskConfig, data: DataSourceConfig, seed: int, cache_di
     check_configs(task, data)
     fd = data.load(task, seed, cache_dir)
     validate_federated(fd, data)
+    fd = plant(fd, task, data, seed)  # the privacy audits' canaries, before any defense acts on the data
     fd = deduplicate(fd, data.dedup, data.dedup_threshold)
     if cache_dir:
         target = Path(cache_dir) / "data" / f"{data.source}-{data_key(task, data, seed)}"

@@ -38,10 +38,11 @@ _MODELS: dict[str, object] = {}
 
 
 def check_partition(cfg: ExperimentConfig, client: int) -> int:
-    """A SuperNode's partition id, which must name one of the config's clients."""
-    if client >= cfg.num_clients:  # e.g. `flwr run` on a federation with more supernodes than clients
-        raise ValueError(f"supernode partition-id {client} but the config has {cfg.num_clients} clients: "
-                         f"run with num-supernodes = data.num_clients ({cfg.num_clients})")
+    """A SuperNode's partition id, which must name one of the config's clients (its canary clients included)."""
+    nodes = cfg.num_clients + cfg.data.audit_canary_clients
+    if client >= nodes:  # e.g. `flwr run` on a federation with more supernodes than clients
+        raise ValueError(f"supernode partition-id {client} but the config has {nodes} clients: run with "
+                         f"num-supernodes = data.num_clients + data.audit_canary_clients ({nodes})")
     return client
 
 

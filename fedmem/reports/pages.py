@@ -43,7 +43,7 @@ REVEALED = ("This page shows training text (`audit.reveal_text=true`): share it 
 
 
 # The run's own figures beside the methods': tabled, plotted and swept the same way (``<section>/<key>``).
-RUN_FIGURES = {"defense/epsilon": Figure("epsilon", "ε (DP)", kind="score", ci=None, memorization=None)}
+RUN_FIGURES = {"defense/epsilon": Figure("epsilon", "ε (DP)", kind="score", ci=None, memorization=None, epsilon=True)}
 
 
 def report_figures(methods: dict | None = None) -> dict[str, Figure]:

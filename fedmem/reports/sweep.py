@@ -40,6 +40,8 @@ ANSWER = ("answer", "extra")  # the paper's MR comparison, then fedmem's own fig
 WITH_PERFORMANCE = ("answer", "performance", "extra")  # ... and the model's performance
 FRAMEWORK = ("utility", "performance", "total", "extra")  # CL vs FL (the paper's Table 2): utility and MR_Total
 PERFORMANCE = "performance"  # the paper's "Performance" column: the first figure declared for it that a run has
+EPSILON = "defense/epsilon"  # DP's accountant: the budget the empirical ε figures are read against
+EPSILON_MARKERS = "o^sDv<>"  # one marker per ε figure on the frontier's ε panel, the accountant's first
 
 
 class Factor(NamedTuple):
@@ -90,7 +92,9 @@ def sweep_columns(roles: tuple[str, ...]) -> dict[str, str]:
             columns[PERFORMANCE] = f"Performance ({' or '.join(chosen.values())})"
         else:
             columns |= chosen
-    return columns
+    # the empirical ε figures last, right after DP's own: the audits' measure beside the accountant's bound
+    last = sorted((k for k in columns if k in declared and declared[k].epsilon), key=lambda k: k != EPSILON)
+    return {k: columns[k] for k in [*(k for k in columns if k not in last), *last]}
 
 
 def _kind(figure: str) -> str:
@@ -259,34 +263,59 @@ def frontier_panels(columns: dict) -> list[str]:
     figures, seen, out = report_figures(), set(), []
     for key in columns:
         method = key.partition("/")[0]
-        if key in figures and figures[key].memorization and method not in seen:
+        if key in figures and figures[key].memorization and not figures[key].epsilon and method not in seen:
             seen.add(method)
             out.append(key)
     return out
 
 
+def epsilon_panel(ax, table: dict) -> None:
+    """Every ε figure of the table against utility, one marker per figure and one colour per setting (as in the other
+    panels): the accountant's bound, and what the audits measured of the same runs."""
+    keys = [k for k in table["columns"] if (f := report_figures().get(k)) is not None and f.epsilon]
+    for i, row in enumerate(table["rows"]):
+        x = row["figures"].get(PERFORMANCE)
+        for key, marker in zip(keys, EPSILON_MARKERS):
+            y = row["figures"].get(key)
+            if x is not None and y is not None:
+                ax.plot(x["mean"], y["mean"], marker=marker, linestyle="none", color=f"C{i}", markersize=7)
+    for key, marker in zip(keys, EPSILON_MARKERS):  # the legend of the markers, in black
+        ax.plot([], [], marker=marker, linestyle="none", color="k", label=table["columns"][key])
+    ax.set_yscale("symlog", linthresh=1.0)  # 0 (no leakage found) beside budgets of millions
+    ax.set_xlabel(table["columns"][PERFORMANCE])
+    ax.set_ylabel("ε at the run's δ")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+
+
 def frontier_plot(table: dict, sweep_dir: Path) -> str | None:
     """``defense_frontier.png``: each defense setting's memorization (one panel per method) against its utility,
-    with the privacy budget spent written at each point; None when the runs have no utility figure."""
+    with the privacy budget spent written at each point, and a panel of the ε figures (the accountant's and the
+    audits' empirical ones) when the runs have any but DP's; None when the runs have no utility figure."""
     rows, panels = table["rows"], frontier_panels(table["columns"])
-    if PERFORMANCE not in table["columns"] or not panels:
+    empirical = [k for k in table["columns"] if k != EPSILON and (f := report_figures().get(k)) and f.epsilon]
+    if PERFORMANCE not in table["columns"] or not (panels or empirical):
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.4), squeeze=False, layout="constrained")
+    width = len(panels) + bool(empirical)
+    fig, axes = plt.subplots(1, width, figsize=(4.2 * width, 4.4), squeeze=False, layout="constrained")
+    if empirical:
+        epsilon_panel(axes[0][-1], table)
     err = lambda c: [[c["mean"] - c["lo"]], [c["hi"] - c["mean"]]] if c["lo"] is not None else None  # noqa: E731
+    labels = []  # one colour per setting, the same in every panel
+    for row in rows:
+        eps = row["figures"].get(EPSILON)
+        budget = f"ε = {figure_text('score', eps['mean'])}" if eps else "no DP"
+        labels.append(f"{' '.join(map(str, row['key'].values()))} ({budget})")
     for ax, key in zip(axes[0], panels):
-        for i, row in enumerate(rows):  # one colour per setting, the same in every panel
+        for i, row in enumerate(rows):
             x, y = row["figures"].get(PERFORMANCE), row["figures"].get(key)
-            if x is None or y is None:
-                continue
-            eps = row["figures"].get("defense/epsilon")
-            budget = f"ε = {figure_text('score', eps['mean'])}" if eps else "no DP"
-            ax.errorbar(x["mean"], y["mean"], xerr=err(x), yerr=err(y), fmt="o", capsize=3, color=f"C{i}",
-                        label=f"{' '.join(map(str, row['key'].values()))} ({budget})")
+            if x is not None and y is not None:
+                ax.errorbar(x["mean"], y["mean"], xerr=err(x), yerr=err(y), fmt="o", capsize=3, color=f"C{i}")
         ax.set_xlabel(table["columns"][PERFORMANCE])
         ax.set_ylabel(table["columns"][key])
         ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles = [plt.Line2D([], [], marker="o", linestyle="none", color=f"C{i}") for i in range(len(rows))]
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
     fig.suptitle("Memorization against utility per defense (95% intervals)")
     return save_figure(fig, Path(sweep_dir) / "defense_frontier.png")

@@ -1,0 +1,164 @@
+"""The client-level estimate from canary clients (docs/spec.md §10): the ε of two Gaussians, one round of the
+Gaussian mechanism against its analytic ε, and canary clients in the real Flower simulation: sampled, clipped and
+noised like the real clients, leaving the real clients' release, figures and budget as they were; both empirical
+figures 0 at round 0 and never above the accountant's ε."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from fedmem.audit.canary_clients import MAX_EPSILON, estimate, gaussian_pair_epsilon
+from fedmem.cli import run_experiment
+from fedmem.config.experiment import from_dict
+from fedmem.engine.directions import unit_direction
+from fedmem.federation.privacy import DefenseConfig, privacy_budget
+from tests.conftest import report_schema_errors
+
+
+def _analytic(sigma: float, delta: float = 1e-5) -> float:
+    """dp-accounting's ε of the Gaussian mechanism with noise multiplier ``sigma``: an independent computation."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant()
+    accountant.compose(dp_accounting.GaussianDpEvent(sigma))
+    return accountant.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("mu", [0.5, 1.0, 2.0, 4.0])
+def test_two_gaussians_of_one_variance_are_the_gaussian_mechanism(mu):
+    assert gaussian_pair_epsilon((0.0, 1.0), (mu, 1.0), 1e-5) == pytest.approx(_analytic(1 / mu), rel=1e-6)
+    assert gaussian_pair_epsilon((3.0, 2.0), (3.0 + 2 * mu, 2.0), 1e-5) == pytest.approx(_analytic(1 / mu), rel=1e-6)
+    wider = gaussian_pair_epsilon((0.0, 1.0), (mu, 1.2), 1e-5)
+    assert wider > _analytic(1 / mu)  # a variance that differs tells the two apart too
+    assert gaussian_pair_epsilon((0.0, 1.0), (0.0, 1.0), 1e-5) == 0.0
+    assert gaussian_pair_epsilon((0.0, 1.0), (1e4, 1.0), 1e-5) == MAX_EPSILON  # no noise: unbounded
+
+
+def test_one_round_of_the_gaussian_mechanism_gives_about_its_epsilon():
+    """The release of one round: k canaries of norm 1 along the run's directions plus N(0, I), in d = 100,000
+    dimensions. A canary is then one client of the Gaussian mechanism with multiplier 1 (add or remove one update of
+    norm 1), whose ε dp-accounting computes (4.38 at δ = 1e-5). From k = 1,000 inserted and 1,000 unseen directions
+    either fit is within 15% of it: the shift between the two sets is estimated to ±4.5% (one sd), which moves ε by
+    about ±5.5%; the separate fit's variance ratio adds its own error."""
+    d, k = 100_000, 1000
+    directions = np.stack([unit_direction(7, j, d) for j in range(2 * k)])
+    release = directions[:k].sum(0) + np.random.default_rng(7).standard_normal(d)
+    cosines = directions @ release / np.linalg.norm(release)
+    for fit in ("pooled", "separate"):
+        assert estimate(cosines[:k], cosines[k:], 1e-5, fit) == pytest.approx(_analytic(1.0), rel=0.15)
+    assert estimate(cosines[k:], cosines[:k], 1e-5, "pooled") == 0.0  # a shift the wrong way shows nothing
+
+
+def test_canary_clients_that_could_not_be_run_as_real_clients_are_refused(compose):
+    canaries = ["data.audit_canary_clients=4", "audit.methods=[canary_clients]"]
+    for extra, message in (
+            (["defense=dp", "defense.clipping=adaptive", "defense.noise_multiplier=0.1",
+              "defense.clipped_count_stddev=1.0"], "defense.clipping=adaptive"),
+            (["strategy=fedadam"], "strategy=fedadam"),
+            (["strategy=centralized"], "centralized"),
+            (["data.num_clients=3", "strategy.fraction_train=0.7"], "k m / N must be whole")):
+        with pytest.raises(ValueError, match=message):
+            from_dict(compose(*canaries, *extra))
+    with pytest.raises(ValueError, match="data.audit_canary_clients=0: set it to 2 or more"):
+        from_dict(compose("audit.methods=[canary_clients]"))
+    from_dict(compose(*canaries, "data.num_clients=3", "data.audit_canary_clients=6", "strategy.fraction_train=0.7",
+                      "strategy.min_train_nodes=2"))  # 2 of 3 clients a round: 4 of the 6 canaries
+
+
+# ---------------------------------------------------------------- through the real Flower simulation
+
+C = 0.05
+RUNS = {  # name -> (overrides, rounds)
+    "z0.5": (["defense=dp", "defense.noise_multiplier=0.5"], 1),
+    "z2": (["defense=dp", "defense.noise_multiplier=2.0"], 2),
+    "z8": (["defense=dp", "defense.noise_multiplier=8.0"], 1),
+    "none": ([], 1),
+}
+
+
+@pytest.fixture(scope="module")
+def canary_runs(tmp_path_factory, cache_dir):
+    """Each run built once, when a test first asks for it: 2 real clients and 32 canary clients (all sampled every
+    round), 32 audit canaries, both privacy audits."""
+    from fedmem.config.compose import compose_dict
+    from tests.conftest import FAST
+
+    built = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            extra, rounds = RUNS[name]
+            d = compose_dict([*FAST, f"cache_dir={cache_dir}", "data.audit_canary_clients=32", "data.audit_canaries=32",
+                              "audit.one_run.k_plus=4", "audit.one_run.k_minus=4", f"defense.clipping_norm={C}",
+                              "audit.methods=[utility,one_run,canary_clients]", f"strategy.num_rounds={rounds}",
+                              *extra])
+            built[name] = Path(run_experiment(d, str(tmp_path_factory.mktemp(name))))
+        return built[name]
+
+    return get
+
+
+def _report(run: Path, r: int) -> dict:
+    return json.loads((run / f"round_{r}" / "report.json").read_text())
+
+
+def _change(run: Path, r: int) -> np.ndarray:
+    a, b = (load_file(str(run / f"round_{s}" / "adapter" / "adapter_model.safetensors")) for s in (r - 1, r))
+    return torch.cat([(b[k].double() - a[k].double()).flatten() for k in sorted(a)]).numpy()
+
+
+@pytest.mark.parametrize("name", ["z0.5", "z2", "z8"])
+def test_empirical_epsilons_stay_under_the_accountants_and_are_0_before_training(canary_runs, name):
+    run = canary_runs(name)
+    z = float(RUNS[name][0][1].split("=")[1])
+    assert _report(run, 0)["audit"]["one_run"]["headline"]["epsilon"] == 0.0
+    assert _report(run, 0)["audit"]["canary_clients"]["headline"]["epsilon_final"] == 0.0
+    for r in range(1, RUNS[name][1] + 1):
+        report = _report(run, r)
+        accountant = report["defense"]["dp"]["epsilon"]
+        # the real clients' budget: 2 clients, both sampled, as without canaries
+        assert accountant == pytest.approx(privacy_budget(DefenseConfig(name="dp", noise_multiplier=z),
+                                                          [2] * r, 2, 2)["epsilon"])
+        assert report["audit"]["one_run"]["headline"]["epsilon"] <= accountant
+        h = report["audit"]["canary_clients"]["headline"]
+        for threat in ("final", "every_round"):
+            assert 0 <= h[f"epsilon_{threat}_ci95"][0] <= accountant
+        assert report["participation"]["trained"] == [0, 1] and [t["client"] for t in report["train"]] == [0, 1]
+        assert report_schema_errors(report) == []
+
+
+def test_canaries_are_clipped_to_C_and_the_real_clients_keep_their_noise_and_share(canary_runs):
+    """z = 0.5, C = 0.05, 2 real clients: the release gets N(0, (zC/2)²) per weight, as without canaries, and each
+    of the 32 canaries, sent at 10 C, adds C/2 along its own direction after Flower's clipping."""
+    change = _change(canary_runs("z0.5"), 1)
+    assert float(change.std()) == pytest.approx(0.5 * C / 2, rel=0.03)
+    along = np.array([unit_direction(0, j, len(change)) @ change for j in range(64)])
+    assert along[:32].mean() == pytest.approx(C / 2, abs=0.008)  # noise along a direction: sd zC/2, over 32: 0.0022
+    assert abs(along[32:].mean()) < 0.008  # never inserted
+
+
+def test_without_dp_a_canary_adds_the_median_real_update_over_the_real_clients(canary_runs):
+    run = canary_runs("none")
+    report, change = _report(run, 1), _change(run, 1)
+    median = float(np.median([t["update_norm"] for t in report["train"]]))
+    along = np.array([unit_direction(0, j, len(change)) @ change for j in range(32)])
+    assert along == pytest.approx(median / 2, rel=0.1)
+    assert report["audit"]["canary_clients"]["headline"]["epsilon_final"] > 100  # no noise hides a canary
+    assert [t["client"] for t in report["train"]] == [0, 1]
+    assert "canary_client_cosines.png" in (run / "round_1" / "report.md").read_text()
+
+
+def test_a_reaudit_of_the_last_round_alone_reads_the_earlier_rounds_back(canary_runs):
+    from fedmem.experiment.reaudit import prepare_reaudit, reaudit
+
+    run = canary_runs("z2")
+    trained = _report(run, 2)["audit"]["canary_clients"]
+    assert trained["headline"]["epsilon_final"] != trained["headline"]["epsilon_every_round"]
+    cfg, rounds, source = prepare_reaudit(str(run), ["audit.methods=[canary_clients]"], "2")
+    again = _report(reaudit(cfg, rounds, source, []), 2)["audit"]["canary_clients"]
+    assert again["headline"] == trained["headline"] and again["canaries"] == trained["canaries"]
