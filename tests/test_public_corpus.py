@@ -186,3 +186,38 @@ def test_membership_column_decides_train_test_and_public_rows(prose, tmp_path):
         _load(bad, membership_column="seen", train_per_client=30, test_per_client=8)
     with pytest.raises(ValueError, match="fewer than data.test_per_client = 60"):
         _load(path, membership_column="seen", train_per_client=30, test_per_client=60)
+
+
+def test_processes_sharing_a_cache_build_the_tiny_base_once(tmp_path):
+    """A second builder of the same entry waits for the first and takes what it built: here the entry the lock's
+    holder writes (its weights marked) is what the waiting builder loads, where without the lock it would pretrain
+    its own and put it in the entry's place."""
+    import shutil
+    import threading
+    import time
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    import fedmem.engine.model.tiny as tiny
+    from fedmem.common.cache import building
+    from fedmem.data.synthetic import make_public_corpus
+    from fedmem.engine.config import TinyModelConfig
+
+    cfg = TinyModelConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    corpus = make_public_corpus(0, 60, 0.3, 0.25)[0]
+    first = Path(tiny.load_or_build_tiny(cfg, corpus, 0, str(tmp_path / "first"), progress=False)[2])
+    target = tmp_path / "shared" / first.name
+    loaded = {}
+    with building(target):
+        waiter = threading.Thread(target=lambda: loaded.setdefault(
+            "model", tiny.load_or_build_tiny(cfg, corpus, 0, str(tmp_path / "shared"), progress=False)[0]))
+        waiter.start()
+        time.sleep(1.0)  # the waiter reaches the lock (its key is a hash of the corpus) and waits there
+        shutil.copytree(first, target)
+        weights = load_file(str(target / "model.safetensors"))
+        save_file({k: v * 0 for k, v in weights.items()}, str(target / "model.safetensors"),
+                  metadata={"format": "pt"})  # the mark: no pretraining ends at all zeros
+    waiter.join()
+    assert all(not p.any() for p in loaded["model"].parameters())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fedmem.common.cache import building
 from fedmem.data.audit_canaries import plant
 from fedmem.data.config import DataSourceConfig, TaskConfig, check_configs
 from fedmem.data.dedup import deduplicate
@@ -46,7 +47,8 @@ def load_federated(task: TaskConfig, data: DataSourceConfig, seed: int, cache_di
     fd = deduplicate(fd, data.dedup, data.dedup_threshold)
     if cache_dir:
         target = Path(cache_dir) / "data" / f"{data.source}-{data_key(task, data, seed)}"
-        if not (target / GROUND_TRUTH_FILE).exists():
-            save_federated(fd, target)
+        with building(target):
+            if not (target / GROUND_TRUTH_FILE).exists():
+                save_federated(fd, target)
         fd.saved_to = str(target)
     return fd

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from fedmem.common.cache import building
 from fedmem.common.io import atomic_dir
 from fedmem.engine.config import ModelConfig
 
@@ -70,8 +71,9 @@ def gguf_model_dir(cfg: ModelConfig, cache_dir) -> Path:
     """The Hugging Face model directory of ``model.gguf_file``, converted on the first call."""
     path = cfg.gguf_path()
     target = converted_dir(path, cache_dir)
-    if not (target / MARKER).is_file():
-        convert(path, target)
+    with building(target):
+        if not (target / MARKER).is_file():
+            convert(path, target)
     return target
 
 

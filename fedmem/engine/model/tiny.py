@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from fedmem.common.cache import building
 from fedmem.common.io import atomic_dir
 from fedmem.common.progress import progress_bar
 from fedmem.engine.config import TinyModelConfig
@@ -123,16 +124,17 @@ def load_or_build_tiny(cfg: TinyModelConfig, corpus: list[str], seed: int, cache
                          "(the data source gave none)")
     key = tiny_cache_key(cfg, corpus, seed)
     target = Path(cache_dir) / f"tiny-{key}"
-    if not (target / "done").exists():
-        tokenizer = train_tokenizer(corpus, cfg.vocab_size)
-        model = build_model(cfg, tokenizer, seed)
-        losses = pretrain(model, tokenizer, corpus, cfg, seed, cfg.max_position_embeddings // 2, progress)
-        with atomic_dir(target) as tmp:  # a crash never leaves a half-written cache entry behind
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            (tmp / "pretrain.json").write_text(json.dumps({"losses": losses[:: max(1, len(losses) // 50)],
-                                                            "final_loss": losses[-1] if losses else None}))
-            (tmp / "done").write_text("ok")
+    with building(target):
+        if not (target / "done").exists():
+            tokenizer = train_tokenizer(corpus, cfg.vocab_size)
+            model = build_model(cfg, tokenizer, seed)
+            losses = pretrain(model, tokenizer, corpus, cfg, seed, cfg.max_position_embeddings // 2, progress)
+            with atomic_dir(target) as tmp:  # a crash never leaves a half-written cache entry behind
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+                (tmp / "pretrain.json").write_text(json.dumps({"losses": losses[:: max(1, len(losses) // 50)],
+                                                                "final_loss": losses[-1] if losses else None}))
+                (tmp / "done").write_text("ok")
     tokenizer = AutoTokenizer.from_pretrained(target)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
     model.eval()
