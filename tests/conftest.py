@@ -94,6 +94,13 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
+    """The session's cache of tiny bases, converted models and data. Test workers running side by side (pytest -n)
+    share one, under their common temp root: each entry is built once, the other worker waiting for it
+    (``fedmem.common.cache``)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "fedmem-cache"
+        shared.mkdir(exist_ok=True)
+        return str(shared)
     return str(tmp_path_factory.mktemp("fedmem-cache"))
 
 
