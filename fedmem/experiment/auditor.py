@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
 from fedmem.audit import AUDIT_METHODS, AuditedModel
@@ -196,9 +197,40 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None =
                    save_adapters=save_adapters)
 
 
+def _adapter_file(run_dir, server_round: int) -> Path:
+    return Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"
+
+
 def saved_adapter(run_dir, server_round: int) -> dict:
     """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
-    return load_file(str(Path(run_dir) / f"round_{server_round}" / "adapter" / "adapter_model.safetensors"))
+    return load_file(str(_adapter_file(run_dir, server_round)))
+
+
+# A saved round's files are checked before a resume or a re-audit reads them, so that a file cut short (a copy
+# interrupted, a disk error) is named rather than failing inside the library that reads it.
+
+def damaged_report(run_dir, server_round: int) -> str | None:
+    """What is wrong with a saved round's ``report.json`` (when it has one), or None."""
+    report = Path(run_dir) / f"round_{server_round}" / "report.json"
+    try:
+        if report.is_file():
+            json.loads(report.read_text())
+    except ValueError as e:  # a JSON or UTF-8 decoding error
+        return f"{report} is damaged ({e})"
+    return None
+
+
+def damaged_adapter(run_dir, server_round: int) -> str | None:
+    """What is wrong with a saved round's adapter, or None. Opening a safetensors file reads its header and checks
+    that its tensors cover the file exactly, without loading them."""
+    path = _adapter_file(run_dir, server_round)
+    try:
+        with safe_open(str(path), framework="pt"):
+            return None
+    except SafetensorError as e:
+        return f"{path} is damaged ({e})"
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
 
 
 def training_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) -> tuple[Auditor, dict]:
