@@ -354,3 +354,34 @@ def test_resume_names_a_damaged_last_round(finished, tmp_path, capsys):
         f"fedmem: resume={run}: {adapter} is damaged (Error while deserializing header: incomplete metadata, file not "
         f"fully covered); remove {run / 'round_1'} and every later round to resume after round 0")
     assert _status(run) == {"status": "running", "rounds": 2} and not (run / ".fedmem.lock").exists()
+
+
+def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
+    """Ctrl-C reaches every process of the terminal's process group: MR's spaCy helper is not in it, so the caller
+    alone handles it, and the helper ends with its caller (its stdin closed), printing nothing."""
+    code = """if True:
+        import sys, time
+        from fedmem.audit.mr.detector.config import DetectorConfig
+        from fedmem.audit.mr.detector.ner import NerWorker
+        helper = NerWorker(DetectorConfig().ner_model)
+        helper.submit(["Alice met Bob in Paris."], 8)
+        assert helper.result() == [frozenset({"alice", "bob", "paris"})]  # the helper is waiting for work
+        try:
+            print(helper.proc.pid, flush=True)
+            time.sleep(300)
+        except KeyboardInterrupt:
+            print("caller stopped", file=sys.stderr)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(""), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        helper = int(proc.stdout.readline())
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)  # returns once the helper has ended too: it writes to the same stderr
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert err.strip().splitlines() == ["caller stopped"], err[-2000:]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert not _left([psutil.Process(helper)])
