@@ -96,8 +96,9 @@ def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
                          f"start the run again")
     for r in range(last + 1):  # the reports of every round and the last round's adapter are read back
         if problem := damaged_report(run, r) or (r == last and damaged_adapter(run, r)):
-            then = f"to resume after round {r - 1}" if r else "(round 0 is the first: start the run again)"
-            raise FileProblem(f"resume={run_dir}: {problem}; remove {run / f'round_{r}'} and every later round {then}")
+            then = f"remove {run / f'round_{r}'} and every later round to resume after round {r - 1}" if r else \
+                "it is the first round: start the run again"
+            raise FileProblem(f"resume={run_dir}: {problem}; {then}")
     preflight(cfg)
     for partial in run.glob("round_*"):  # a round interrupted while it was written
         if int(partial.name.removeprefix("round_")) > last:
