@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Iterator, NoReturn
 
+import psutil
+
 from fedmem.common.io import FileProblem, write_fault
 from fedmem.common.lock import exclusive
 from fedmem.config import (
@@ -136,20 +138,29 @@ def _stop_on_ctrl_c() -> None:
     (``lifecycle.execute``) and ends the process (:func:`main`); a second ends the process at once. SIGINT stays
     ignored where it was ignored from the start (a process started in the background)."""
     def first(signum, frame):
-        signal.signal(signal.SIGINT, lambda *_: _exit_now(130))
+        signal.signal(signal.SIGINT, second)
         raise KeyboardInterrupt
+
+    def second(signum, frame):
+        print("fedmem: stopped at once (a second Ctrl-C)", file=sys.stderr)
+        _exit_now(130)
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, first)
 
 
 def _exit_now(code: int) -> NoReturn:
-    """End the process without joining its threads. After Ctrl-C, Flower's simulation may still have threads waiting
-    on Ray actors that the shutdown of Ray took away, and its ServerApp thread may be in the middle of an audit: the
-    interpreter would wait for them. Ray is stopped by then (Flower's teardown, ``server.simulation``), and every
-    file a thread was writing is either whole or a temp file (``fedmem.common.io``)."""
+    """End the process without joining its threads, and the processes it started with it. After Ctrl-C, Flower's
+    simulation may still have threads waiting on Ray actors that the shutdown of Ray took away, and its ServerApp
+    thread may be in the middle of an audit: the interpreter would wait for them. After one Ctrl-C, Ray is stopped by
+    then (Flower's teardown, ``server.simulation``); after a second, its processes are killed here (Ray's agents would
+    otherwise outlive their raylet by a minute or so). Every file a thread was writing is either whole or a temp file
+    (``fedmem.common.io``)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
     os._exit(code)
 
 

@@ -184,6 +184,27 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
         assert reports[0]["audit"] == reports[1]["audit"] and reports[0]["train"] == reports[1]["train"]
 
 
+@pytest.mark.slow
+def test_a_second_ctrl_c_ends_the_run_at_once_with_its_processes(tmp_path, cache_dir):
+    """A second Ctrl-C while the first is still stopping the run (Ray shutting down) ends it at once, and every
+    process the run started with it (Ray's agents outlived their raylet by a minute when fedmem only exited)."""
+    run, log = tmp_path / "run", tmp_path / "run.log"
+    proc = _start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], _env(cache_dir), log)
+    try:
+        started = _watch(proc, lambda: (run / "round_0" / "report.json").is_file())
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, log.read_text()[-3000:]
+    assert _last_line(log).startswith("fedmem: stopped") and "Traceback" not in log.read_text()
+    assert any("raylet" in command for command in started.values())
+    assert not _left(started), f"left running: {_left(started)}"
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, cache_dir):
     """A finished centralized run of two epochs (rounds 0-2 saved): no Ray, so the faults of files and locks are
