@@ -14,15 +14,28 @@
 The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
 and every enabled audit method) and written to the run directory before anything is trained. While it runs, a
 line per audited round and progress bars go to stderr; the last line printed (stdout) is the run directory.
+
+Whatever ends a command early ends it with one line on stderr and an exit code: 2, refused before anything was
+written (a bad setting, a damaged file of a run, a directory another fedmem process writes); 1, a run or audit that
+failed (``status.json`` says failed, with the error); 130, stopped by Ctrl-C (``status.json`` says stopped, and the
+line how to continue; a second Ctrl-C ends the process at once).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Iterator, NoReturn
 
+import psutil
+
+from fedmem.common.io import FileProblem, write_fault
+from fedmem.common.lock import exclusive
 from fedmem.config import (
     compose_dict,
     conf_dir,
@@ -50,21 +63,45 @@ def verbosity(args: list[str]) -> tuple[int, list[str]]:
     return level, rest
 
 
-def _fail(msg: str) -> None:
-    print(f"fedmem: invalid configuration: {msg}", file=sys.stderr)
-    sys.exit(2)
+def _exit(line: str, code: int) -> NoReturn:
+    print(f"fedmem: {line}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def _fail(msg: str) -> NoReturn:
+    _exit(f"invalid configuration: {msg}", 2)
+
+
+def _checked(step, *args):
+    """``step(*args)``, a step that writes nothing or, for what it does write, fails before anything else: what it
+    refuses (ValueError, TypeError; a FileProblem says it all) ends the command with exit code 2, a write the disk
+    refused with exit code 1."""
+    try:
+        return step(*args)
+    except (ValueError, TypeError) as e:
+        _exit(str(e), 2) if isinstance(e, FileProblem) else _fail(str(e))
+    except OSError as e:
+        if fault := write_fault(e):
+            _exit(fault, 1)
+        raise
+
+
+@contextlib.contextmanager
+def _one_writer(directory) -> Iterator[None]:
+    """This process writes ``directory`` while the block runs (``fedmem.common.lock``); another one that does ends
+    this command in one line naming it."""
+    with contextlib.ExitStack() as held:
+        _checked(held.enter_context, exclusive(directory))
+        yield
 
 
 def run_experiment(d: dict, run_dir: str) -> Path:
-    """Validate, write the resolved config into ``run_dir``, then train and audit. Returns the run dir."""
-    try:
-        cfg, summary = lifecycle.start(d, run_dir)
-    except (ValueError, TypeError) as e:
-        if Path(run_dir).is_dir() and not any(Path(run_dir).iterdir()):
-            Path(run_dir).rmdir()  # Hydra made it before calling us: leave nothing behind
-        _fail(str(e))
-    print(f"fedmem: {summary}", flush=True)
-    return execute(cfg)
+    """Validate, write the resolved config into ``run_dir``, then train and audit. Returns the run dir. The directory
+    Hydra made for a run that is refused is removed with the lock, left empty."""
+    with _one_writer(run_dir):
+        cfg, summary = _checked(lifecycle.start, d, run_dir)
+        print(f"fedmem: {summary}", flush=True)
+        return execute(cfg)
 
 
 def new_run_dir(d: dict) -> Path:
@@ -78,13 +115,53 @@ def new_run_dir(d: dict) -> Path:
 
 
 def execute(cfg, start_round: int = 0) -> Path:
-    """Train and audit a started run (``fedmem.experiment.lifecycle.execute``, federated rounds in Flower's simulation); a round
-    that fell short of its clients ends the run with one line, recorded as failed, not a traceback."""
+    """Train and audit a started run (``fedmem.experiment.lifecycle.execute``, federated rounds in Flower's
+    simulation). A failure, recorded as failed in ``status.json``, ends the run with one line and exit code 1: a
+    round short of its clients, a write the disk refused (and how to continue once it is fixed), or any other error
+    (its traceback is in ``status.json``)."""
     try:
         return lifecycle.execute(cfg, simulate, start_round)
-    except lifecycle.RoundFailedError as e:  # an expected outcome, recorded: one line, not a traceback
-        print(f"fedmem: run failed: {e}", file=sys.stderr)
-        sys.exit(1)
+    except lifecycle.RoundFailedError as e:
+        _exit(f"run failed: {e}", 1)
+    except Exception as e:
+        if fault := write_fault(e):
+            last = lifecycle.completed_round(cfg.run_dir)
+            then = f"continue with: fedmem run resume={cfg.run_dir}" if last is not None else "start the run again"
+            _exit(f"run failed: {fault}; once it can be written, {then}", 1)
+        first = next(iter(str(e).strip().splitlines()), "")
+        status = Path(cfg.run_dir) / lifecycle.STATUS
+        _exit(f"run failed: {type(e).__name__}: {first} (its traceback is in {status})", 1)
+
+
+def _stop_on_ctrl_c() -> None:
+    """Ctrl-C (SIGINT) stops fedmem: the first raises KeyboardInterrupt, which marks a run stopped on its way out
+    (``lifecycle.execute``) and ends the process (:func:`main`); a second ends the process at once. SIGINT stays
+    ignored where it was ignored from the start (a process started in the background)."""
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, second)
+        raise KeyboardInterrupt
+
+    def second(signum, frame):
+        print("fedmem: stopped at once (a second Ctrl-C)", file=sys.stderr)
+        _exit_now(130)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, first)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process without joining its threads, and the processes it started with it. After Ctrl-C, Flower's
+    simulation may still have threads waiting on Ray actors that the shutdown of Ray took away, and its ServerApp
+    thread may be in the middle of an audit: the interpreter would wait for them. After one Ctrl-C, Ray is stopped by
+    then (Flower's teardown, ``server.simulation``); after a second, its processes are killed here (Ray's agents would
+    otherwise outlive their raylet by a minute or so). Every file a thread was writing is either whole or a temp file
+    (``fedmem.common.io``)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    os._exit(code)
 
 
 def _hydra_main(argv: list[str]) -> None:
@@ -119,27 +196,41 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return
-    cmd, rest = argv[0], argv[1:]
+    previous = signal.getsignal(signal.SIGINT)
+    _stop_on_ctrl_c()
+    try:
+        _command(argv[0], argv[1:])
+    except KeyboardInterrupt as e:
+        print(f"fedmem: {e if isinstance(e, lifecycle.RunStopped) else 'stopped'}", file=sys.stderr)
+        _exit_now(130)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _command(cmd: str, rest: list[str]) -> None:
     if cmd in ("run", "audit"):
         level, rest = verbosity(rest)
         configure_logging(level)
     if cmd == "run" and rest and rest[0].startswith("resume="):
         if len(rest) > 1:
             _fail("fedmem run resume=DIR takes no other overrides: the run's config.yaml fixes everything")
-        try:
-            cfg, last = lifecycle.prepare_resume(rest[0].partition("=")[2])
-        except (ValueError, TypeError) as e:
-            _fail(str(e))
-        print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)
-        print(execute(cfg, last), flush=True)
+        run_dir = rest[0].partition("=")[2]
+        with _one_writer(run_dir):
+            cfg, last = _checked(lifecycle.prepare_resume, run_dir)
+            print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)
+            print(execute(cfg, last), flush=True)
     elif cmd == "run":
         _hydra_main(rest)
     elif cmd == "audit":
+        audit = _checked(prepare_audit, rest)
         try:
-            audit = prepare_audit(rest)
-        except (ValueError, TypeError) as e:
-            _fail(str(e))
-        print(audit(), flush=True)
+            print(audit(), flush=True)
+        except (ValueError, OSError) as e:  # the audit directory in use, or a write the disk refused
+            if isinstance(e, FileProblem):
+                _exit(str(e), 2)
+            if fault := write_fault(e):
+                _exit(f"audit failed: {fault}; once it can be written, run the audit again", 1)
+            raise
     elif cmd == "resolve":
         try:
             d = compose_dict(rest)

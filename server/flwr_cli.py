@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from fedmem.experiment.lifecycle import set_status
+from fedmem.experiment.lifecycle import stop
 
 STARTED = re.compile(r"Successfully started run (\d+)")
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     config, superlink = args[0], args[1:]
-    run_dir = Path(yaml.safe_load(Path(config).read_text())["run_dir"])
+    resolved = yaml.safe_load(Path(config).read_text())
+    run_dir = Path(resolved["run_dir"])
     cmd = [_flwr(), "run", str(REPO), *superlink, "--run-config", f"config-path='{Path(config).resolve()}'", *extra,
            "--stream"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -64,20 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         stopped = False
         if run_id is not None:
             try:
-                stop = subprocess.run([_flwr(), "stop", run_id, *superlink], capture_output=True, text=True,
-                                      timeout=60)
-                stopped = stop.returncode == 0
+                stopping = subprocess.run([_flwr(), "stop", run_id, *superlink], capture_output=True, text=True,
+                                          timeout=60)
+                stopped = stopping.returncode == 0
             except subprocess.TimeoutExpired:
                 pass
-            if stopped:
-                set_status(run_dir, "stopped", error=f"stopped by the user: flwr stop {run_id}")
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        what = "stopped" if stopped else f"could not be stopped (try: flwr stop {run_id})"
-        print(f"fedmem: run {run_id} {what}; {run_dir}", file=sys.stderr)
+        if stopped:  # marked as `fedmem run` marks a run stopped by Ctrl-C: the round reached, how to continue
+            print(f"fedmem: run {run_id} {stop(run_dir, resolved['strategy']['num_rounds'])}", file=sys.stderr)
+        else:
+            print(f"fedmem: run {run_id} could not be stopped (try: flwr stop {run_id}); {run_dir}", file=sys.stderr)
         return 130 if stopped else 1
 
 

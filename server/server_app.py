@@ -8,6 +8,7 @@ into plain values for them and hands the aggregated adapter to the audit.
 from __future__ import annotations
 
 import importlib
+from typing import Callable
 
 import flwr.serverapp.strategy
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
@@ -136,15 +137,20 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
     auditor.finish()
 
 
-def make_server_app(cfg: ExperimentConfig | None = None, start_round: int = 0) -> ServerApp:
+def make_server_app(cfg: ExperimentConfig | None = None, start_round: int = 0,
+                    on_end: Callable[[], None] | None = None) -> ServerApp:
     """A ServerApp for one validated config (the simulation hands it down). ``cfg=None``: read the resolved config
     named by the run config (``flwr run``). ``start_round``: continue the run after that round (``fedmem run
-    resume=DIR``)."""
+    resume=DIR``). ``on_end``: called once the rounds are over, however they ended (finished, failed, interrupted)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(grid, cfg or load_config(context.run_config["config-path"]), start_round)
+        try:
+            run_server(grid, cfg or load_config(context.run_config["config-path"]), start_round)
+        finally:
+            if on_end:
+                on_end()
 
     return app
 

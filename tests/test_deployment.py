@@ -128,7 +128,9 @@ def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
         os.kill(cli.pid, signal.SIGINT)
         cli.wait(timeout=180)
         assert cli.returncode == 130, (tmp_path / "flwr_cli.log").read_text()[-2000:]
-        assert json.loads((run_dir / "status.json").read_text())["status"] == "stopped"
+        status = json.loads((run_dir / "status.json").read_text())
+        assert (status["status"], status["resume"]) == ("stopped", f"fedmem run resume={run_dir}")
+        assert status["round"] >= 1
         written = sorted(run_dir.glob("round_*/report.json"))
         time.sleep(15)  # a run still going would write its next round in a few seconds
         assert sorted(run_dir.glob("round_*/report.json")) == written and len(written) < 51

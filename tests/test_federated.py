@@ -109,17 +109,23 @@ def test_fedprox_mu_the_server_sent_pulls_towards_global(compose):
     assert 0 < dist[50.0] < dist[0.0]
 
 
-def test_a_run_that_fails_is_marked_failed(compose, tmp_path, monkeypatch):
+def test_a_run_that_fails_is_marked_failed(compose, tmp_path, monkeypatch, capsys):
+    """Any error of a started run ends it with one line and exit code 1; status.json keeps the error and its
+    traceback."""
     import fedmem.experiment.training
 
     def broken(*args, **kwargs):
         raise RuntimeError("optimizer exploded")
 
     monkeypatch.setattr(fedmem.experiment.training, "train_local", broken)
-    with pytest.raises(RuntimeError, match="optimizer exploded"):
+    with pytest.raises(SystemExit) as exited:
         run_experiment(compose("strategy=centralized"), str(tmp_path / "cl"))
     status = json.loads((tmp_path / "cl" / "status.json").read_text())
-    assert status == {"status": "failed", "error": "RuntimeError: optimizer exploded"}
+    assert exited.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fedmem: run failed: RuntimeError: optimizer exploded (its traceback is in {tmp_path / 'cl' / 'status.json'})")
+    assert (status["status"], status["error"]) == ("failed", "RuntimeError: optimizer exploded")
+    assert status["traceback"].startswith("Traceback") and "in broken" in status["traceback"]
     assert not (tmp_path / "cl" / "summary.json").exists() and (tmp_path / "cl" / "round_0" / "report.json").exists()
 
 

@@ -3,6 +3,7 @@ loopback), runs its clients there, finishes, and leaves the cluster running with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -27,10 +28,15 @@ def _free_port() -> int:
 
 
 def _actors() -> set[int]:
+    """The ClientApp actors among this test session's Ray processes (another study's on the machine are not)."""
     import psutil
 
-    return {p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
-            if "ClientAppActor" in " ".join(p.info["cmdline"] or [])}
+    found = set()
+    for pid in ray_processes():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "ClientAppActor" in " ".join(psutil.Process(pid).cmdline()):
+                found.add(pid)
+    return found
 
 
 def test_a_run_attaches_to_an_existing_ray_cluster_and_leaves_it_running(tmp_path, cache_dir):

@@ -14,9 +14,11 @@ writes and removes the updates, or a re-audited run's, which it only reads.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from fedmem.audit import AUDIT_METHODS
@@ -34,6 +36,33 @@ def adapter_file(run_dir, server_round: int) -> Path:
 def saved_adapter(run_dir, server_round: int) -> dict:
     """The global adapter written after ``server_round`` (``round_<r>/adapter``)."""
     return load_file(str(adapter_file(run_dir, server_round)))
+
+
+# A saved round's files are checked before a resume or a re-audit reads them, so that a file cut short (a copy
+# interrupted, a disk error) is named rather than failing inside the library that reads it.
+
+def damaged_report(run_dir, server_round: int) -> str | None:
+    """What is wrong with a saved round's ``report.json`` (when it has one), or None."""
+    report = Path(run_dir) / f"round_{server_round}" / "report.json"
+    try:
+        if report.is_file():
+            json.loads(report.read_text())
+    except ValueError as e:  # a JSON or UTF-8 decoding error
+        return f"{report} is damaged ({e})"
+    return None
+
+
+def damaged_adapter(run_dir, server_round: int) -> str | None:
+    """What is wrong with a saved round's adapter, or None. Opening a safetensors file reads its header and checks
+    that its tensors cover the file exactly, without loading them."""
+    path = adapter_file(run_dir, server_round)
+    try:
+        with safe_open(str(path), framework="pt"):
+            return None
+    except SafetensorError as e:
+        return f"{path} is damaged ({e})"
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
 
 
 def scoring_updates(cfg: ExperimentConfig) -> list[str]:

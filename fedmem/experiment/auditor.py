@@ -144,12 +144,17 @@ class Auditor:
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
             if apart:
                 audited.computing_model  # built once, before the lanes share it  # noqa: B018
-            with cores_shared_by(1 + len(apart) if rest else len(apart)), \
-                    ThreadPoolExecutor(max_workers=max(1, len(apart))) as lanes:
-                beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
-                for name in rest:
-                    done[name] = self._audit_one(name, audited, bar)
-                done |= {name: future.result() for name, future in beside.items()}
+            lanes = ThreadPoolExecutor(max_workers=max(1, len(apart)))
+            try:
+                with cores_shared_by(1 + len(apart) if rest else len(apart)):
+                    beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
+                    for name in rest:
+                        done[name] = self._audit_one(name, audited, bar)
+                    done |= {name: future.result() for name, future in beside.items()}
+            except BaseException:  # an error or Ctrl-C ends the round: the method beside is not waited for
+                lanes.shutdown(wait=False, cancel_futures=True)
+                raise
+            lanes.shutdown()
         sections, timings = {}, {"audit": round(time.perf_counter() - start, 3)}
         for name in self.methods:  # in the methods' order, however they ran
             sections[name], seconds, stages = done[name]

@@ -1,6 +1,8 @@
 """A run's life on disk, in one place: it starts (validated, checked, its resolved config written), it runs
-(``status.json``: running), and it ends finished, failed with its error, or stopped; an interrupted run resumes
-after its last completed round.
+(``status.json``: running), and it ends finished, failed with its error, or stopped (Ctrl-C, with the round it
+reached and the command that continues it); an interrupted run resumes after its last completed round. One process
+at a time writes a run directory (``fedmem.common.lock``: the caller holds the lock from before the run is started
+or resumed until it ends).
 
 The config is validated and resolved once, here, and handed down as an ``ExperimentConfig``; only the Flower
 clients, in their own processes, read the written ``config.yaml`` back. How the rounds are trained is the caller's:
@@ -13,13 +15,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import traceback
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
-from fedmem.common.io import atomic_write_json
+from fedmem.common.io import FileProblem, atomic_write_json
 from fedmem.config.experiment import ExperimentConfig, from_dict, write_config
+from fedmem.experiment.archive import damaged_adapter, damaged_report
 from fedmem.experiment.preflight import preflight
 from fedmem.experiment.training import run_centralized
 from fedmem.federation.rounds import RoundFailedError
@@ -36,6 +40,22 @@ def set_status(run_dir, status: str, **details) -> None:
 
 def record_failure(run_dir, error: str) -> None:
     atomic_write_json(Path(run_dir) / FAILURE, {"error": error})
+
+
+class RunStopped(KeyboardInterrupt):
+    """A run stopped by Ctrl-C, its status written: the message says where it stopped and how to continue."""
+
+
+def stop(run_dir, rounds: int) -> str:
+    """Mark a run stopped (``status.json``: the last completed round and the command that continues it) and return
+    the line that says so."""
+    last = completed_round(run_dir)
+    if last is None:
+        set_status(run_dir, "stopped", round=None, rounds=rounds)
+        return f"stopped before round 0 was complete; nothing to resume in {run_dir}: start the run again"
+    resume = f"fedmem run resume={run_dir}"
+    set_status(run_dir, "stopped", round=last, rounds=rounds, resume=resume)
+    return f"stopped after round {last} of {rounds}; continue with: {resume}"
 
 
 def start(d: dict, run_dir: str) -> tuple[ExperimentConfig, str]:
@@ -65,8 +85,7 @@ def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
     if not (run / "config.yaml").is_file():
         raise ValueError(f"resume={run_dir}: not a fedmem run directory (no config.yaml)")
     cfg = from_dict({**yaml.safe_load((run / "config.yaml").read_text()), "run_dir": str(run)})
-    status = run / STATUS
-    if status.is_file() and json.loads(status.read_text()).get("status") == "finished":
+    if _status(run) == "finished":
         raise ValueError(f"resume={run_dir}: the run already finished")
     if strategy_named(cfg.strategy.name).server_optimizer:
         raise ValueError(f"resume={run_dir}: strategy {cfg.strategy.name} keeps server optimizer state that a run does "
@@ -75,6 +94,11 @@ def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
     if last is None:
         raise ValueError(f"resume={run_dir}: no round was completed (round_0 with its report and adapter); "
                          f"start the run again")
+    for r in range(last + 1):  # the reports of every round and the last round's adapter are read back
+        if problem := damaged_report(run, r) or (r == last and damaged_adapter(run, r)):
+            then = f"remove {run / f'round_{r}'} and every later round to resume after round {r - 1}" if r else \
+                "it is the first round: start the run again"
+            raise FileProblem(f"resume={run_dir}: {problem}; {then}")
     preflight(cfg)
     for partial in run.glob("round_*"):  # a round interrupted while it was written
         if int(partial.name.removeprefix("round_")) > last:
@@ -83,10 +107,20 @@ def prepare_resume(run_dir: str) -> tuple[ExperimentConfig, int]:
     return cfg, last
 
 
+def _status(run: Path) -> str | None:
+    try:
+        return json.loads((run / STATUS).read_text()).get("status")
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise FileProblem(f"{run / STATUS} is damaged ({e}); remove it if the run did not finish") from None
+
+
 def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], None], start_round: int = 0) -> Path:
     """Train and audit a started run (after ``start_round`` when resuming): the centralized baseline here, a
-    federated strategy through ``federated(cfg, start_round)``. ``status.json`` says running, then finished, or
-    failed with the error (re-raised)."""
+    federated strategy through ``federated(cfg, start_round)``. ``status.json`` says running, then finished; or
+    stopped (Ctrl-C: RunStopped is raised, saying how to continue); or failed with the error and its traceback (the
+    error re-raised)."""
     run_dir = Path(cfg.run_dir)
     running = {"rounds": cfg.strategy.num_rounds} | ({"resumed_after": start_round} if start_round else {})
     set_status(run_dir, "running", **running)
@@ -100,8 +134,12 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
             raise RoundFailedError(json.loads((run_dir / FAILURE).read_text())["error"])
         if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
             raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
+    except KeyboardInterrupt:
+        line = stop(run_dir, cfg.strategy.num_rounds)
+        tracker.close()
+        raise RunStopped(line) from None
     except BaseException as e:
-        set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}")
+        set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         tracker.close()
         raise
     set_status(run_dir, "finished", rounds=cfg.strategy.num_rounds)

@@ -9,7 +9,8 @@ A re-audit reads the run's own resolved ``config.yaml``, changes ``audit.*`` onl
 refused, naming the key), loads each saved ``round_<r>/adapter`` and writes the same reports as a training run
 under ``<run>/audits/<name>/``; the run's own reports are never touched. An external model is audited once, as
 round 0, with the papers' audit rules (``experiment=paper``) unless told otherwise; its reports name the model and
-adapter it audited, with hashes of their files. Every check happens before any output directory exists.
+adapter it audited, with hashes of their files. Every check happens before any output directory exists (a saved
+round's damaged file included), and one process at a time writes an output directory (``fedmem.common.lock``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from fedmem.audit import AUDIT_METHODS
-from fedmem.common.io import atomic_write_json
+from fedmem.common.io import FileProblem, atomic_write_json
+from fedmem.common.lock import exclusive
 from fedmem.config import (
     ExperimentConfig,
     compose_dict,
@@ -40,7 +42,14 @@ from fedmem.engine.model.load import (
     load_audited_model,
     load_tokenizer,
 )
-from fedmem.experiment.archive import RunArchive, check_kept_updates, check_no_updates_needed, saved_adapter
+from fedmem.experiment.archive import (
+    RunArchive,
+    check_kept_updates,
+    check_no_updates_needed,
+    damaged_adapter,
+    damaged_report,
+    saved_adapter,
+)
 from fedmem.experiment.auditor import Auditor, make_auditor
 from fedmem.experiment.loading import AuditPlan, audit_plan, checked_plan, federated_data
 from fedmem.federation.strategies import CENTRALIZED
@@ -77,7 +86,7 @@ def _rounds(run: Path, spec: str | None) -> list[int]:
     if not saved:
         raise ValueError(f"run={run}: no saved round_<r>/adapter to audit")
     if not spec:
-        return saved
+        return _undamaged(run, saved, saved)
     try:
         wanted = [int(r) for r in spec.strip("[]").split(",") if r.strip()]
     except ValueError:
@@ -85,7 +94,21 @@ def _rounds(run: Path, spec: str | None) -> list[int]:
     missing = [r for r in wanted if r not in saved]
     if missing:
         raise ValueError(f"rounds={spec}: round(s) {missing} have no saved adapter in {run}; saved: {saved}")
-    return wanted
+    return _undamaged(run, wanted, saved)
+
+
+def _undamaged(run: Path, rounds: list[int], saved: list[int]) -> list[int]:
+    """``rounds``, once every file the audit reads is whole (every saved round's report, for the rounds' train logs
+    and DP's budget; the audited rounds' adapters); otherwise a FileProblem naming the file and what to do."""
+    for r in saved:
+        if problem := damaged_report(run, r):
+            raise FileProblem(f"run={run}: {problem}; restore it from a copy of the run, or train the run again")
+    for r in rounds:
+        if problem := damaged_adapter(run, r):
+            others = ",".join(str(x) for x in saved if x != r)
+            instead = f"audit the other rounds (rounds={others}) or " if others else ""
+            raise FileProblem(f"run={run}: {problem}; {instead}train the run again to write round {r} anew")
+    return rounds
 
 
 def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out: Path | None = None
@@ -110,18 +133,18 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     label = "cl" if cfg.strategy.name == CENTRALIZED else "fl"
     auditor = make_auditor(cfg, label, source=source, save_adapters=False, archive=RunArchive(run))
     out = Path(cfg.run_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_config(cfg, out / "config.yaml")
-    atomic_write_json(out / "audit.json", source)
-    saved = {int(p.parent.name.removeprefix("round_")): json.loads(p.read_text())
-             for p in run.glob("round_*/report.json")}
-    auditor.know_rounds(list(saved.values()))  # every round's participation, for DP's budget
-    for r in rounds:
-        state = saved_adapter(run, r)
-        report = saved.get(r, {})
-        dp = (report.get("defense") or {}).get("dp") or {}
-        auditor.evaluate(r, state, report.get("train", {}), report.get("participation"), dp.get("clipping_norm"))
-    auditor.finish()
+    with exclusive(out):
+        write_config(cfg, out / "config.yaml")
+        atomic_write_json(out / "audit.json", source)
+        saved = {int(p.parent.name.removeprefix("round_")): json.loads(p.read_text())
+                 for p in run.glob("round_*/report.json")}
+        auditor.know_rounds(list(saved.values()))  # every round's participation, for DP's budget
+        for r in rounds:
+            state = saved_adapter(run, r)
+            report = saved.get(r, {})
+            dp = (report.get("defense") or {}).get("dp") or {}
+            auditor.evaluate(r, state, report.get("train", {}), report.get("participation"), dp.get("clipping_norm"))
+        auditor.finish()
     return out
 
 
@@ -147,11 +170,11 @@ def prepare_reaudit_sweep(run_dir: str, overrides: list[str], rounds: str | None
             for i, combo in enumerate(expand_sweep(overrides))]  # every job checked before the first one runs
 
     def run_jobs() -> Path:
-        sweep.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(sweep / "sweep.json", {"audit_only": True, "run": str(run), "overrides": overrides})
-        for cfg, rs, _, combo in jobs:
-            print(reaudit(cfg, rs, run, combo), flush=True)
-        return write_sweep_report(sweep)
+        with exclusive(sweep):
+            atomic_write_json(sweep / "sweep.json", {"audit_only": True, "run": str(run), "overrides": overrides})
+            for cfg, rs, _, combo in jobs:
+                print(reaudit(cfg, rs, run, combo), flush=True)
+            return write_sweep_report(sweep)
 
     return run_jobs
 
@@ -210,11 +233,11 @@ def audit_external(cfg: ExperimentConfig, plan: AuditPlan) -> Path:
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
     auditor = Auditor(cfg, model, tokenizer, plan, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_config(cfg, out / "config.yaml")
-    atomic_write_json(out / "audit.json", source)
-    auditor.evaluate(0, None)
-    auditor.finish()
+    with exclusive(out):
+        write_config(cfg, out / "config.yaml")
+        atomic_write_json(out / "audit.json", source)
+        auditor.evaluate(0, None)
+        auditor.finish()
     return out
 
 

@@ -112,8 +112,10 @@ class NerWorker:
         # One BLAS thread from the start: the helper shares the cores with its caller, and a BLAS library started
         # with one thread tags faster than one limited at run time (``entity_sets``).
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # In a process group of its own: Ctrl-C, which a terminal sends to the whole group, is the caller's to handle
+        # (the helper ends when its stdin closes), and would print the helper's traceback on the caller's console.
         self.proc = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env)
+                                     env=env, process_group=0)
 
     def submit(self, texts: list[str], batch_size: int) -> None:
         try:

@@ -1,0 +1,408 @@
+"""Faults a long run meets beyond bad input, on real parts: clients that never answer and a ServerApp that fails
+mid-round (the real Flower simulation), Ctrl-C, two processes on one run or audit directory, a full disk, a damaged
+file. Each ends in one line, the right exit code and status, and leaves no process of the run behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from safetensors.torch import load_file
+
+from tests.conftest import FAST
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Strategies whose clients never answer: every client's local loss notes that the client reached it (a file in
+# $FAULT_MARKS), then sleeps. "hang" waits for the clients until the round times out; "broken" sends the round's
+# messages itself, and fails once the clients are at work.
+PLUGIN = '''
+import os
+import time
+
+from flwr.serverapp.strategy import FedAvg
+
+from fedmem.federation.strategies import Strategy, StrategyConfig, register_strategy
+
+
+class Broken(FedAvg):
+    def configure_train(self, server_round, arrays, config, grid):
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        grid.push_messages(messages)
+        while len(os.listdir(os.environ["FAULT_MARKS"])) < len(messages):
+            time.sleep(0.2)
+        raise RuntimeError("the strategy broke mid-round")
+
+
+def hanging(settings, sent):
+    def term(params, start):
+        open(os.path.join(os.environ["FAULT_MARKS"], str(os.getpid())), "w").close()
+        time.sleep(3600)
+    return term
+
+
+register_strategy(Strategy("hang", "FedAvg", StrategyConfig, local_term=hanging))
+register_strategy(Strategy("broken", f"{__name__}:Broken", StrategyConfig, local_term=hanging))
+'''
+
+
+def _fedmem(*args) -> list[str]:
+    return [sys.executable, "-m", "fedmem.cli", *args]
+
+
+def _env(cache_dir, *paths) -> dict:
+    return {**os.environ, "FEDMEM_CACHE": cache_dir, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(ROOT)])}
+
+
+def _start(args, env, log: Path) -> subprocess.Popen:
+    """``fedmem`` in a process group of its own with SIGINT at its default (a process started in the background
+    inherits it ignored), as a terminal starts it; its output in ``log``."""
+    with open(log, "w") as out:
+        return subprocess.Popen(_fedmem(*args), env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Process, str]:
+    """Wait until ``until()`` holds (the process still running), noting every process it started meanwhile, with
+    its command line."""
+    seen, deadline, me = {}, time.time() + seconds, psutil.Process(proc.pid)
+    while not until():
+        assert proc.poll() is None and time.time() < deadline, "the run ended or stalled before the awaited point"
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in me.children(recursive=True):
+                if child not in seen:
+                    seen[child] = " ".join(child.cmdline())
+        time.sleep(0.2)
+    return seen
+
+
+def _left(processes) -> list[str]:
+    """The processes of a run that still run, a few seconds after it ended (Ray's daemons exit asynchronously)."""
+    _, alive = psutil.wait_procs(list(processes), timeout=10)
+    left = []
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                left.append(" ".join(p.cmdline()[:2]))
+    return left
+
+
+def _last_line(log: Path) -> str:
+    return log.read_text().strip().splitlines()[-1]
+
+
+def _status(run: Path) -> dict:
+    return json.loads((run / "status.json").read_text())
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "fedmem_fault_plugin.py").write_text(PLUGIN)
+    return tmp_path / "plugin"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, settings, error", [
+    ("hang", ["strategy.round_timeout=20"],
+     "round 1: 0 of 2 sampled clients trained (clients []), strategy.min_trained_clients needs 2; 0 failed, 2 sent no "
+     "reply (no error reported)"),
+    ("broken", [], "the strategy broke mid-round"),
+])
+def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error, tmp_path, plugin, cache_dir):
+    """A round that times out on clients that never answer, or a ServerApp that fails while its clients train: the
+    run ends at once (Flower's simulation used to wait for its clients' calls forever), failed, in one line, with
+    none of its processes (Ray's daemons and the clients' actors) left."""
+    run, log, marks = tmp_path / "run", tmp_path / "run.log", tmp_path / "marks"
+    marks.mkdir()
+    proc = _start(["run", *FAST, f"cache_dir={cache_dir}", "plugins=[fedmem_fault_plugin]",
+                   f"strategy.name={strategy}", *settings, f"hydra.run.dir={run}"],
+                  {**_env(cache_dir, plugin), "FAULT_MARKS": str(marks)}, log)
+    try:
+        started = _watch(proc, lambda: proc.poll() is not None, seconds=300)  # hung for good before the change
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if strategy == "broken":  # it failed once both clients were in their local loss (a round may time out sooner)
+        assert len(list(marks.iterdir())) == 2
+    assert proc.returncode == 1, log.read_text()[-3000:]
+    kind = "RoundFailedError" if strategy == "hang" else "RuntimeError"
+    line = error if strategy == "hang" else f"{kind}: {error} (its traceback is in {run / 'status.json'})"
+    assert _last_line(log) == f"fedmem: run failed: {line}"
+    assert "Traceback" not in log.read_text()
+    assert (_status(run)["status"], _status(run)["error"]) == ("failed", f"{kind}: {error}")
+    assert not (run / ".fedmem.lock").exists() and not (run / "round_1").exists()
+    assert any("raylet" in command for command in started.values())  # Ray's processes, started by the run
+    assert not _left(started), f"left running: {_left(started)}"
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_path, cache_dir):
+    """SIGINT to the run's process group (as a terminal sends Ctrl-C) during round 1: status stopped with the round
+    reached and the command that continues it, one line saying so, the process and every process it started gone
+    within seconds; that command then ends the run with the adapters and figures of an uninterrupted run."""
+    env, common = _env(cache_dir), [*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,pa]", "audit.pa.c=16"]
+    full, stopped, log = tmp_path / "full", tmp_path / "stopped", tmp_path / "stopped.log"
+    subprocess.run(_fedmem("run", *common, f"hydra.run.dir={full}"), check=True, env=env, capture_output=True,
+                   timeout=600)
+
+    proc = _start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
+    try:
+        started = _watch(proc, lambda: (stopped / "round_0" / "report.json").is_file())  # round 1 starts now
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    resume = f"fedmem run resume={stopped}"
+    assert proc.returncode == 130, log.read_text()[-3000:]
+    assert _last_line(log) == f"fedmem: stopped after round 0 of 1; continue with: {resume}"
+    assert "Traceback" not in log.read_text()
+    assert _status(stopped) == {"status": "stopped", "round": 0, "rounds": 1, "resume": resume}
+    assert not (stopped / ".fedmem.lock").exists()
+    assert any("raylet" in command for command in started.values())  # Ray's processes, started by the run
+    assert not _left(started), f"left running: {_left(started)}"
+
+    resumed = subprocess.run(_fedmem(*resume.split()[1:]), env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert _status(stopped)["status"] == "finished"
+    for r in (0, 1):
+        a, b = (load_file(str(run / f"round_{r}/adapter/adapter_model.safetensors")) for run in (full, stopped))
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), f"round {r}: adapters differ"
+        reports = [json.loads((run / f"round_{r}" / "report.json").read_text()) for run in (full, stopped)]
+        assert reports[0]["audit"] == reports[1]["audit"] and reports[0]["train"] == reports[1]["train"]
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_ends_the_run_at_once_with_its_processes(tmp_path, cache_dir):
+    """A second Ctrl-C while the first is still stopping the run (Ray shutting down) ends it at once, and every
+    process the run started with it (Ray's agents outlived their raylet by a minute when fedmem only exited)."""
+    run, log = tmp_path / "run", tmp_path / "run.log"
+    proc = _start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], _env(cache_dir), log)
+    try:
+        started = _watch(proc, lambda: (run / "round_0" / "report.json").is_file())
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, log.read_text()[-3000:]
+    assert _last_line(log).startswith("fedmem: stopped") and "Traceback" not in log.read_text()
+    assert any("raylet" in command for command in started.values())
+    assert not _left(started), f"left running: {_left(started)}"
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, cache_dir):
+    """A finished centralized run of two epochs (rounds 0-2 saved): no Ray, so the faults of files and locks are
+    quick to reach."""
+    from fedmem.cli import run_experiment
+    from fedmem.config.compose import compose_dict
+
+    d = compose_dict([*FAST, f"cache_dir={cache_dir}", "strategy=centralized", "strategy.num_rounds=2"])
+    return run_experiment(d, str(tmp_path_factory.mktemp("finished") / "run"))
+
+
+def _interrupted(finished: Path, to: Path) -> Path:
+    """A copy of the finished run as a kill during its last epoch leaves it: rounds 0-1 written, status running."""
+    shutil.copytree(finished, to)
+    shutil.rmtree(to / "round_2")
+    (to / "summary.json").unlink()
+    (to / "status.json").write_text(json.dumps({"status": "running", "rounds": 2}))
+    return to
+
+
+def _holding(proc: subprocess.Popen, lock: Path) -> None:
+    """Wait until ``proc`` holds ``lock`` (its pid written in it), then freeze it there."""
+    _watch(proc, lambda: lock.is_file() and lock.read_text().strip() == str(proc.pid), seconds=300)
+    os.kill(proc.pid, signal.SIGSTOP)
+
+
+@pytest.mark.slow
+def test_a_second_resume_is_refused_and_a_dead_holders_lock_is_taken_over(finished, tmp_path, cache_dir):
+    """Two `fedmem run resume=DIR` at once: the second is refused in one line naming the first's process, whatever
+    the first is doing (here: frozen right after taking the lock). Once the first is killed, its lock is stale: the
+    next resume says it takes it over, and finishes the run."""
+    run, env = _interrupted(finished, tmp_path / "run"), _env(cache_dir)
+    lock = run / ".fedmem.lock"
+    first = _start(["run", f"resume={run}"], env, tmp_path / "first.log")
+    try:
+        _holding(first, lock)
+        second = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True,
+                                timeout=300)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert second.stderr.strip().splitlines()[-1] == (
+            f"fedmem: {run} is in use by process {first.pid} (its lock: {lock}); wait for it to end, or stop it")
+        assert "Traceback" not in second.stderr
+        assert lock.read_text().strip() == str(first.pid)  # the refused one took nothing from the holder
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+
+    third = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert (f"fedmem: {run} was left locked by process {first.pid}, which is no longer running; taking it over"
+            in third.stderr.splitlines())
+    assert _status(run)["status"] == "finished" and not lock.exists()
+
+
+@pytest.mark.slow
+def test_a_second_audit_into_the_same_directory_is_refused(finished, tmp_path, cache_dir):
+    run, env = tmp_path / "run", _env(cache_dir)
+    shutil.copytree(finished, run)
+    out = run / "audits" / "again"
+    first = _start(["audit", f"run={run}", "name=again"], env, tmp_path / "first.log")
+    try:
+        _holding(first, out / ".fedmem.lock")
+        second = subprocess.run(_fedmem("audit", f"run={run}", "name=again"), env=env, capture_output=True,
+                                text=True, timeout=300)
+        os.kill(first.pid, signal.SIGCONT)
+        first.wait(timeout=300)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"fedmem: {out} is in use by process {first.pid} (its lock: {out / '.fedmem.lock'}); wait for it to end, "
+        f"or stop it")
+    assert first.returncode == 0, (tmp_path / "first.log").read_text()[-2000:]
+    assert (out / "summary.json").is_file() and not (out / ".fedmem.lock").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 kB tmpfs: room for round 0 of a test-sized run, not for round 1's adapter."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
+                    "test_a_write_to_a_full_device_names_the_file covers the error itself, where /dev/full exists")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_fails_the_run_in_one_line_and_it_resumes_once_there_is_room(small_disk, cache_dir):
+    run, env = small_disk / "run", _env(cache_dir)
+    out = subprocess.run(_fedmem("run", *FAST, f"cache_dir={cache_dir}", "strategy=centralized",
+                                 f"hydra.run.dir={run}"), env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert re.fullmatch(
+        rf"fedmem: run failed: no space left on device writing {re.escape(str(run))}/round_1/adapter \(the disk at "
+        rf"{re.escape(str(small_disk))}: [0-9.]+ of 0\.5 MB free\); once it can be written, continue with: fedmem "
+        rf"run resume={re.escape(str(run))}", out.stderr.strip().splitlines()[-1]), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    status = _status(run)
+    assert status["status"] == "failed" and status["error"].startswith("OSError: [Errno 28] No space left on device")
+    assert not [p.name for p in run.rglob(".*")]  # no temp file or directory, no lock
+    assert not (run / "round_1").exists() or not any((run / "round_1").iterdir())
+
+    subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
+    again = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _status(run)["status"] == "finished" and (run / "round_1" / "report.json").is_file()
+
+
+def test_a_write_to_a_full_device_names_the_file(tmp_path):
+    """The kernel's own ENOSPC (/dev/full), through a library that reports it in words of its own (safetensors):
+    an OSError naming the file fedmem was writing, and one line for it."""
+    import torch
+    from safetensors.torch import save_file
+
+    from fedmem.common.io import write_fault, writing
+
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("this machine has no /dev/full device")
+    target = tmp_path / "adapter_model.safetensors"
+    with pytest.raises(OSError) as raised, writing(target):
+        save_file({"w": torch.zeros(4)}, "/dev/full")
+    assert (raised.value.errno, raised.value.filename) == (28, str(target))
+    assert write_fault(raised.value).startswith(f"no space left on device writing {target} (the disk at ")
+    assert write_fault(ValueError("not a disk's fault")) is None
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damaged, rounds, then", [
+    ("round_1/adapter/adapter_model.safetensors", "1",
+     "audit the other rounds (rounds=0,2) or train the run again to write round 1 anew"),
+    ("round_0/report.json", "2", "restore it from a copy of the run, or train the run again"),  # every report is read
+])
+def test_a_damaged_file_of_a_run_is_named_before_an_audit_writes_anything(damaged, rounds, then, finished, tmp_path,
+                                                                          capsys):
+    from fedmem.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    _cut(run / damaged)
+    with pytest.raises(SystemExit) as exited:
+        main(["audit", f"run={run}", f"rounds={rounds}"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exited.value.code == 2
+    assert line.startswith(f"fedmem: run={run}: {run / damaged} is damaged (") and line.endswith(f"); {then}"), line
+    assert not (run / "audits").exists()
+
+
+def test_resume_names_a_damaged_last_round(finished, tmp_path, capsys):
+    from fedmem.cli import main
+
+    run = _interrupted(finished, tmp_path / "run")
+    adapter = run / "round_1" / "adapter" / "adapter_model.safetensors"
+    _cut(adapter)
+    with pytest.raises(SystemExit) as exited:
+        main(["run", f"resume={run}"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"fedmem: resume={run}: {adapter} is damaged (Error while deserializing header: incomplete metadata, file not "
+        f"fully covered); remove {run / 'round_1'} and every later round to resume after round 0")
+    assert _status(run) == {"status": "running", "rounds": 2} and not (run / ".fedmem.lock").exists()
+
+
+def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
+    """Ctrl-C reaches every process of the terminal's process group: MR's spaCy helper is not in it, so the caller
+    alone handles it, and the helper ends with its caller (its stdin closed), printing nothing."""
+    code = """if True:
+        import sys, time
+        from fedmem.audit.mr.detector.config import DetectorConfig
+        from fedmem.audit.mr.detector.ner import NerWorker
+        helper = NerWorker(DetectorConfig().ner_model)
+        helper.submit(["Alice met Bob in Paris."], 8)
+        assert helper.result() == [frozenset({"alice", "bob", "paris"})]  # the helper is waiting for work
+        try:
+            print(helper.proc.pid, flush=True)
+            time.sleep(300)
+        except KeyboardInterrupt:
+            print("caller stopped", file=sys.stderr)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(""), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        helper = int(proc.stdout.readline())
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)  # returns once the helper has ended too: it writes to the same stderr
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert err.strip().splitlines() == ["caller stopped"], err[-2000:]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert not _left([psutil.Process(helper)])
