@@ -24,6 +24,7 @@ line how to continue; a second Ctrl-C ends the process at once).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -135,18 +136,33 @@ def execute(cfg, start_round: int = 0) -> Path:
 
 def _stop_on_ctrl_c() -> None:
     """Ctrl-C (SIGINT) stops fedmem: the first raises KeyboardInterrupt, which marks a run stopped on its way out
-    (``lifecycle.execute``) and ends the process (:func:`main`); a second ends the process at once. SIGINT stays
-    ignored where it was ignored from the start (a process started in the background)."""
+    (``lifecycle.execute``) and ends the process (:func:`main`); a second marks the run stopped itself and ends the
+    process at once. SIGINT stays ignored where it was ignored from the start (a process started in the
+    background).
+
+    A terminal's Ctrl-C reaches the whole process group, the clients' Ray workers too: they die, and Flower and Ray
+    would log each death with its traceback. The run's outcome is fedmem's one line, so from the first Ctrl-C on
+    their error logs are dropped."""
     def first(signum, frame):
         signal.signal(signal.SIGINT, second)
+        for name in ("flwr", "ray"):
+            logging.getLogger(name).addFilter(_drop)
         raise KeyboardInterrupt
 
     def second(signum, frame):
+        with contextlib.suppress(Exception):  # ending at once matters more than the status line
+            if line := lifecycle.stop_running():
+                print(f"fedmem: {line} (a second Ctrl-C: ended at once)", file=sys.stderr)
+                _exit_now(130)
         print("fedmem: stopped at once (a second Ctrl-C)", file=sys.stderr)
         _exit_now(130)
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, first)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
 
 
 def _exit_now(code: int) -> NoReturn:

@@ -42,6 +42,16 @@ def record_failure(run_dir, error: str) -> None:
     atomic_write_json(Path(run_dir) / FAILURE, {"error": error})
 
 
+# The run execute() is running in this process, (its directory, its rounds): a second Ctrl-C ends the process before
+# execute's own handler can mark the run stopped, so it does so itself (stop_running).
+_running: tuple[Path, int] | None = None
+
+
+def stop_running() -> str | None:
+    """Mark the run in progress stopped and return the line that says so; None when no run is in progress."""
+    return stop(*_running) if _running is not None else None
+
+
 class RunStopped(KeyboardInterrupt):
     """A run stopped by Ctrl-C, its status written: the message says where it stopped and how to continue."""
 
@@ -121,10 +131,12 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
     federated strategy through ``federated(cfg, start_round)``. ``status.json`` says running, then finished; or
     stopped (Ctrl-C: RunStopped is raised, saying how to continue); or failed with the error and its traceback (the
     error re-raised)."""
+    global _running
     run_dir = Path(cfg.run_dir)
     running = {"rounds": cfg.strategy.num_rounds} | ({"resumed_after": start_round} if start_round else {})
     set_status(run_dir, "running", **running)
     tracker = run_tracker(cfg)  # closed with the status the run ends with
+    _running = (run_dir, cfg.strategy.num_rounds)
     try:
         if cfg.strategy.name == CENTRALIZED:
             run_centralized(cfg, start_round)
@@ -142,6 +154,8 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
         set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         tracker.close()
         raise
+    finally:
+        _running = None
     set_status(run_dir, "finished", rounds=cfg.strategy.num_rounds)
     tracker.close()
     return run_dir
