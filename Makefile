@@ -52,8 +52,11 @@ install-dev: system-deps-dev $(VENV)/.installed-dev
 run: install
 	$(BIN)/fedmem run $(ARGS)
 
+# Two test workers, a test file each at a time (--dist loadfile: a file's trained fixtures are built once): much of
+# the suite waits on Ray, subprocesses and files, and one worker alone leaves a core idle.
+TEST_WORKERS ?= 2
 test: install-dev
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The same experiment through Flower's own CLI (`flwr run .`, managed local SuperLink, one supernode per client).
 # FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1: run the apps in this venv; otherwise flwr 1.41 builds a runtime

@@ -35,8 +35,7 @@ import psutil
 
 # Importing the tests' conftest marks this process's environment (FEDMEM_TEST_SESSION), and with it every process a
 # fault starts: the count of processes left behind finds Ray's daemons by that mark even when they left the tree.
-from tests.conftest import FAST, SESSION_MARK
-from tests.test_faults import PLUGIN, _cut, _env, _interrupted, _left, _start, _watch
+from bench.staging import FAST, PLUGIN, SESSION_MARK, cut, fedmem_env, interrupted, left, start, watch
 
 CACHE = os.environ.get("FEDMEM_CACHE", str(ROOT / ".cache" / "fedmem"))
 COMMON = [*FAST, f"cache_dir={CACHE}"]
@@ -59,7 +58,7 @@ def left_behind(seen, keep: psutil.Process | None = None) -> int:
     if keep is not None:
         with contextlib.suppress(psutil.NoSuchProcess):
             held = {keep, *keep.children(recursive=True)}
-    return len(_left((set(seen) | marked()) - held))
+    return len(left((set(seen) | marked()) - held))
 
 
 def printed(log: Path) -> list[str]:
@@ -74,7 +73,7 @@ def finish(proc: subprocess.Popen, seen: dict, log: Path, note=lambda: None) -> 
         note()
         return proc.poll() is not None
 
-    seen.update(_watch(proc, ended, seconds=600))
+    seen.update(watch(proc, ended, seconds=600))
     return time.time(), printed(log)
 
 
@@ -108,9 +107,9 @@ def hang(work: Path) -> None:
     plugin.mkdir()
     marks.mkdir()
     (plugin / "fedmem_fault_plugin.py").write_text(PLUGIN)
-    proc = _start(["run", *COMMON, "plugins=[fedmem_fault_plugin]", "strategy.name=hang",
+    proc = start(["run", *COMMON, "plugins=[fedmem_fault_plugin]", "strategy.name=hang",
                    "strategy.round_timeout=60", f"hydra.run.dir={run}"],
-                  {**_env(CACHE, plugin), "FAULT_MARKS": str(marks)}, log)
+                  {**fedmem_env(CACHE, plugin), "FAULT_MARKS": str(marks)}, log)
     failed, seen = [], {}
 
     def note() -> None:
@@ -140,11 +139,11 @@ def ctrl_c(work: Path, twice: bool, actors: bool) -> None:
     clock runs from the last SIGINT. Sent where the tests send it, once round 0 is written (round 1 begins: Flower's
     simulation is still starting Ray), or, with ``actors``, 1 s after the clients' actors appeared (they train)."""
     run, log = work / "run", work / "run.log"
-    proc = _start(["run", *COMMON, f"hydra.run.dir={run}"], _env(CACHE), log)
+    proc = start(["run", *COMMON, f"hydra.run.dir={run}"], fedmem_env(CACHE), log)
     try:
-        seen = _watch(proc, lambda: (run / "round_0" / "report.json").is_file(), seconds=600)
+        seen = watch(proc, lambda: (run / "round_0" / "report.json").is_file(), seconds=600)
         if actors:
-            seen.update(_watch(proc, lambda: actors_running(proc), seconds=600))
+            seen.update(watch(proc, lambda: actors_running(proc), seconds=600))
             time.sleep(1)
         before = len(printed(log))
         os.killpg(proc.pid, signal.SIGINT)
@@ -170,15 +169,15 @@ def two_writers(work: Path, finished: Path, audit: bool) -> None:
         shutil.copytree(finished, run)
         args, lock = ["audit", f"run={run}", "name=again"], run / "audits" / "again" / ".fedmem.lock"
     else:
-        run = _interrupted(finished, work / "run")
+        run = interrupted(finished, work / "run")
         args, lock = ["run", f"resume={run}"], run / ".fedmem.lock"
-    first = _start(args, _env(CACHE), work / "first.log")
+    first = start(args, fedmem_env(CACHE), work / "first.log")
     second = None
     try:
-        _watch(first, lambda: lock.is_file() and lock.read_text().strip() == str(first.pid), seconds=300)
+        watch(first, lambda: lock.is_file() and lock.read_text().strip() == str(first.pid), seconds=300)
         os.kill(first.pid, signal.SIGSTOP)
         began = time.time()
-        second = _start(args, _env(CACHE), work / "second.log")
+        second = start(args, fedmem_env(CACHE), work / "second.log")
         seen = {}
         ended, lines = finish(second, seen, work / "second.log")
         left = left_behind(seen, keep=psutil.Process(first.pid))
@@ -210,7 +209,7 @@ def full_disk(work: Path) -> None:
         return
     try:
         run, log = disk / "run", work / "run.log"
-        proc = _start(["run", *COMMON, "strategy=centralized", f"hydra.run.dir={run}"], _env(CACHE), log)
+        proc = start(["run", *COMMON, "strategy=centralized", f"hydra.run.dir={run}"], fedmem_env(CACHE), log)
         began, before, seen = None, 0, {}
         try:
             while proc.poll() is None:  # finer than _watch's 0.2 s: the write fails within milliseconds
@@ -237,11 +236,11 @@ def damaged(work: Path, finished: Path, resume: bool) -> None:
     """Round 1's adapter cut to half its size, then ``fedmem audit run=DIR rounds=1`` on the finished run, or
     ``fedmem run resume=DIR`` on an interrupted copy whose last complete round is 1. The fault is there before the
     command starts: the clock runs from its start."""
-    run = _interrupted(finished, work / "run") if resume else Path(shutil.copytree(finished, work / "run"))
-    _cut(run / "round_1" / "adapter" / "adapter_model.safetensors")
+    run = interrupted(finished, work / "run") if resume else Path(shutil.copytree(finished, work / "run"))
+    cut(run / "round_1" / "adapter" / "adapter_model.safetensors")
     args = ["run", f"resume={run}"] if resume else ["audit", f"run={run}", "rounds=1"]
     began, seen = time.time(), {}
-    proc = _start(args, _env(CACHE), work / "cmd.log")
+    proc = start(args, fedmem_env(CACHE), work / "cmd.log")
     try:
         ended, lines = finish(proc, seen, work / "cmd.log")
     finally:
@@ -265,7 +264,7 @@ def main() -> None:
         # locks and files start from copies of it.
         finished = work / "finished"
         subprocess.run([sys.executable, "-m", "fedmem.cli", "run", *COMMON, "strategy=centralized",
-                        "strategy.num_rounds=2", f"hydra.run.dir={finished}"], env=_env(CACHE), cwd=ROOT,
+                        "strategy.num_rounds=2", f"hydra.run.dir={finished}"], env=fedmem_env(CACHE), cwd=ROOT,
                        check=True, capture_output=True, timeout=600)
         print("| fault | exit | seconds to exit | last line printed | lines after the fault | status.json | "
               "processes left |")

@@ -4,7 +4,9 @@
 
 `make flwr-run` uses it. ``flwr run --stream`` only follows a run's logs: stopping that command leaves the run going
 on the SuperLink. This wrapper starts the run, passes its logs through, and on Ctrl-C or SIGTERM asks the SuperLink
-to stop the run (``flwr stop``) and marks the run directory's ``status.json`` stopped.
+to stop the run (``flwr stop``) and marks the run directory's ``status.json`` stopped. A run that ended without
+finishing (a round that failed: ``flwr run`` still exits 0) ends this command with exit code 1 and the reason, its
+``status.json`` marked failed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from fedmem.experiment.lifecycle import stop
+from fedmem.experiment.lifecycle import set_status, stop, unfinished
 
 STARTED = re.compile(r"Successfully started run (\d+)")
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
             match = STARTED.search(line)
             if match and run_id is None:
                 run_id = match.group(1)
-        return proc.wait()
+        code = proc.wait()
+        problem = unfinished(run_dir) if code == 0 else None  # `flwr run` ends 0 whatever the ServerApp did
+        if problem is None:
+            return code
+        set_status(run_dir, "failed", error=f"{type(problem).__name__}: {problem}")
+        print(f"fedmem: run {run_id} failed: {problem}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
         stopped = False

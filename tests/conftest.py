@@ -10,48 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.staging import FAST, SESSION_MARK  # noqa: F401  (the tests' settings and their processes' mark)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Every process this test session starts (CLI runs, Ray's daemons and workers) inherits this mark, so that a check for
-# processes left behind sees this session's only, not those of another session or study on the same machine.
-SESSION_MARK = f"{os.getpid()}-{os.urandom(4).hex()}"
-os.environ["FEDMEM_TEST_SESSION"] = SESSION_MARK
-
-# A smaller tiny preset and dataset than the default experiment, so the real pipeline runs in seconds.
-FAST = [
-    "model.tiny.vocab_size=512",
-    "model.tiny.hidden_size=64",
-    "model.tiny.intermediate_size=128",
-    "model.tiny.num_hidden_layers=2",
-    "model.tiny.num_attention_heads=4",
-    "model.tiny.num_key_value_heads=2",
-    "model.tiny.pretrain_epochs=1",
-    "model.max_seq_len=128",
-    "data.train_per_client=24",
-    "data.test_per_client=6",
-    "data.public_size=200",
-    "data.canary_copies=[1,4]",
-    "data.shared_canary_copies=[]",
-    "audit.samples_per_client=6",
-    "audit.test_per_client=3",
-    "audit.mr.n=6",
-    "audit.mr.heldout=3",
-    "audit.pa.n=6",
-    "audit.pa.suffix_len=16",
-    "audit.mr.max_new_tokens=32",
-    "audit.pearl.max_new_tokens=16",
-    "audit.pearl.n=2",
-    "audit.pearl.nonmembers=2",
-    "audit.common_draw=2",
-    "audit.prefix_len=16",
-    "audit.methods=[utility]",
-    "audit.utility.n=2",
-    "audit.utility.max_new_tokens=8",
-    "train.progress=false",
-    "strategy.num_rounds=1",
-    "data.num_clients=2",
-    "data.audit_canaries=0",
-]
 
 
 def synthetic_only(override: str) -> bool:
@@ -79,6 +41,18 @@ def ray_processes() -> set[int]:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
     return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cores_shared_by_workers():
+    """Test workers side by side (pytest -n) share the machine's cores: torch threads split between them, as the
+    audit's lanes split them, rather than each worker's threads contending for every core."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    yield
 
 
 @pytest.fixture(scope="module")

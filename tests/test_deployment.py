@@ -38,7 +38,7 @@ def _wait_port(port: int, seconds: float = 60) -> None:
     raise AssertionError(f"nothing listens on port {port}")
 
 
-def _federation(tmp_path, cache_dir, *overrides):
+def _federation(tmp_path, cache_dir, *overrides, round_timeout: int = 25):
     """Start the SuperLink and three SuperNodes; resolve a config; return (env, config path, node processes)."""
     home = tmp_path / "flwr-home"
     home.mkdir()
@@ -57,7 +57,7 @@ def _federation(tmp_path, cache_dir, *overrides):
              "--port", str(_free_port()), "--node-config", f"partition-id={i} num-partitions=3"],
             env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     out = subprocess.run([sys.executable, "-m", "fedmem.cli", "resolve", *FAST, f"cache_dir={cache_dir}",
-                          "data.num_clients=3", "strategy.num_rounds=2", "strategy.round_timeout=25", *overrides],
+                          "data.num_clients=3", "strategy.num_rounds=2", f"strategy.round_timeout={round_timeout}", *overrides],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=True)
     return env, Path(out.stdout.strip().splitlines()[-1]), procs
 
@@ -73,48 +73,54 @@ def _tear_down(tmp_path, processes) -> None:
 
 
 def _run_losing_a_node(tmp_path, cache_dir, *overrides):
+    """A run through ``server.flwr_cli`` (what `make flwr-run` runs) losing a SuperNode in round 1: (its directory,
+    seconds, the wrapper's exit code, its last line)."""
     env, cfg, procs = _federation(tmp_path, cache_dir, *overrides)
     run_dir = cfg.parent
     repo = Path(__file__).resolve().parents[1]
     started = time.time()
-    run = subprocess.Popen([str(BIN / "flwr"), "run", str(repo), "loop", "--run-config", f"config-path='{cfg}'",
-                            "--stream"], env=env, cwd=repo, start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    log = open(tmp_path / "flwr_cli.log", "w")
+    run = subprocess.Popen([sys.executable, "-m", "server.flwr_cli", str(cfg), "loop"], env=env, cwd=repo,
+                           start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     try:
         while not (run_dir / "round_0" / "report.json").is_file():  # round 1 starts right after round 0's audit
             assert time.time() - started < 300 and run.poll() is None, "round 0 was never audited"
             time.sleep(0.1)
         os.killpg(procs[3].pid, signal.SIGKILL)  # SuperNode of partition 2, lost during round 1
         run.wait(timeout=400)  # bounded: the 25 s round timeout, then the rest of the run
-        return run_dir, time.time() - started
+        last = (tmp_path / "flwr_cli.log").read_text().strip().splitlines()[-1]
+        return run_dir, time.time() - started, run.returncode, last
     finally:
+        log.close()
         _tear_down(tmp_path, [run, *procs])
 
 
 def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
-    run_dir, seconds = _run_losing_a_node(tmp_path, cache_dir)
+    run_dir, seconds, code, last = _run_losing_a_node(tmp_path, cache_dir)
     failure = json.loads((run_dir / "round_failure.json").read_text())["error"]
+    # `flwr run` itself ends 0 after a ServerApp that failed: the wrapper says the run failed
+    assert code == 1 and last.startswith("fedmem: run ") and f"failed: {failure}" in last, last
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "failed"
     assert "round 1: 2 of 3 sampled clients trained (clients [0, 1])" in failure
     # Flower reports the lost node as unavailable once its heartbeat expires; if the round timeout comes first, the
     # node is counted as sending no reply. Either way the run stops within the timeout and says what happened.
     assert ("1 failed" in failure and "Node Unavailable" in failure) or "1 sent no reply" in failure, failure
-    assert seconds < 400
     assert not (run_dir / "round_1" / "report.json").exists() and not (run_dir / "summary.json").exists()
 
 
 def test_a_lost_supernode_is_survived_with_a_lower_minimum(tmp_path, cache_dir):
-    run_dir, seconds = _run_losing_a_node(tmp_path, cache_dir, "strategy.min_trained_clients=2")
-    assert (run_dir / "summary.json").is_file() and not (run_dir / "round_failure.json").exists()
+    run_dir, seconds, code, _ = _run_losing_a_node(tmp_path, cache_dir, "strategy.min_trained_clients=2")
+    assert code == 0 and (run_dir / "summary.json").is_file() and not (run_dir / "round_failure.json").exists()
     for r in (1, 2):
         part = json.loads((run_dir / f"round_{r}" / "report.json").read_text())["participation"]
         assert part["trained"] == [0, 1] and part["sampled"] in (2, 3)
-    assert seconds < 400
 
 
 def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
     """Ctrl-C on `python -m server.flwr_cli` (what `make flwr-run` runs) stops the run on the SuperLink, not only the
     log stream: no round is written after it, the SuperLink lists the run as stopped, status.json says stopped."""
-    env, cfg, procs = _federation(tmp_path, cache_dir, "strategy.num_rounds=50")
+    # a round timeout no client nears, even on a loaded machine: this test stops a run, it does not lose a client
+    env, cfg, procs = _federation(tmp_path, cache_dir, "strategy.num_rounds=50", round_timeout=300)
     run_dir = cfg.parent
     repo = Path(__file__).resolve().parents[1]
     log = open(tmp_path / "flwr_cli.log", "w")  # a file, not a pipe: an unread pipe would block the wrapper

@@ -19,84 +19,9 @@ import psutil
 import pytest
 from safetensors.torch import load_file
 
-from tests.conftest import FAST
+from bench.staging import FAST, PLUGIN, cut, fedmem, fedmem_env, interrupted, left, start, watch
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Strategies whose clients never answer: every client's local loss notes that the client reached it (a file in
-# $FAULT_MARKS), then sleeps. "hang" waits for the clients until the round times out; "broken" sends the round's
-# messages itself, and fails once the clients are at work.
-PLUGIN = '''
-import os
-import time
-
-from flwr.serverapp.strategy import FedAvg
-
-from fedmem.federation.strategies import Strategy, StrategyConfig, register_strategy
-
-
-class Broken(FedAvg):
-    def configure_train(self, server_round, arrays, config, grid):
-        messages = list(super().configure_train(server_round, arrays, config, grid))
-        grid.push_messages(messages)
-        while len(os.listdir(os.environ["FAULT_MARKS"])) < len(messages):
-            time.sleep(0.2)
-        raise RuntimeError("the strategy broke mid-round")
-
-
-def hanging(settings, sent):
-    def term(params, start):
-        open(os.path.join(os.environ["FAULT_MARKS"], str(os.getpid())), "w").close()
-        time.sleep(3600)
-    return term
-
-
-register_strategy(Strategy("hang", "FedAvg", StrategyConfig, local_term=hanging))
-register_strategy(Strategy("broken", f"{__name__}:Broken", StrategyConfig, local_term=hanging))
-'''
-
-
-def _fedmem(*args) -> list[str]:
-    return [sys.executable, "-m", "fedmem.cli", *args]
-
-
-def _env(cache_dir, *paths) -> dict:
-    return {**os.environ, "FEDMEM_CACHE": cache_dir, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(ROOT)])}
-
-
-def _start(args, env, log: Path) -> subprocess.Popen:
-    """``fedmem`` in a process group of its own with SIGINT at its default (a process started in the background
-    inherits it ignored), as a terminal starts it; its output in ``log``."""
-    with open(log, "w") as out:
-        return subprocess.Popen(_fedmem(*args), env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def _watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Process, str]:
-    """Wait until ``until()`` holds (the process still running), noting every process it started meanwhile, with
-    its command line."""
-    seen, deadline, me = {}, time.time() + seconds, psutil.Process(proc.pid)
-    while not until():
-        assert proc.poll() is None and time.time() < deadline, "the run ended or stalled before the awaited point"
-        with contextlib.suppress(psutil.NoSuchProcess):
-            for child in me.children(recursive=True):
-                if child not in seen:
-                    seen[child] = " ".join(child.cmdline())
-        time.sleep(0.2)
-    return seen
-
-
-def _left(processes) -> list[str]:
-    """The processes of a run that still run, a few seconds after it ended (Ray's daemons exit asynchronously)."""
-    _, alive = psutil.wait_procs(list(processes), timeout=10)
-    left = []
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if p.status() != psutil.STATUS_ZOMBIE:
-                left.append(" ".join(p.cmdline()[:2]))
-    return left
-
 
 def _last_line(log: Path) -> str:
     return log.read_text().strip().splitlines()[-1]
@@ -126,11 +51,11 @@ def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error
     none of its processes (Ray's daemons and the clients' actors) left."""
     run, log, marks = tmp_path / "run", tmp_path / "run.log", tmp_path / "marks"
     marks.mkdir()
-    proc = _start(["run", *FAST, f"cache_dir={cache_dir}", "plugins=[fedmem_fault_plugin]",
+    proc = start(["run", *FAST, f"cache_dir={cache_dir}", "plugins=[fedmem_fault_plugin]",
                    f"strategy.name={strategy}", *settings, f"hydra.run.dir={run}"],
-                  {**_env(cache_dir, plugin), "FAULT_MARKS": str(marks)}, log)
+                  {**fedmem_env(cache_dir, plugin), "FAULT_MARKS": str(marks)}, log)
     try:
-        started = _watch(proc, lambda: proc.poll() is not None, seconds=300)  # hung for good before the change
+        started = watch(proc, lambda: proc.poll() is not None, seconds=300)  # hung for good before the change
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -144,7 +69,7 @@ def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error
     assert (_status(run)["status"], _status(run)["error"]) == ("failed", f"{kind}: {error}")
     assert not (run / ".fedmem.lock").exists() and not (run / "round_1").exists()
     assert any("raylet" in command for command in started.values())  # Ray's processes, started by the run
-    assert not _left(started), f"left running: {_left(started)}"
+    assert not left(started), f"left running: {left(started)}"
 
 
 @pytest.mark.slow
@@ -152,14 +77,15 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
     """SIGINT to the run's process group (as a terminal sends Ctrl-C) during round 1: status stopped with the round
     reached and the command that continues it, one line saying so, the process and every process it started gone
     within seconds; that command then ends the run with the adapters and figures of an uninterrupted run."""
-    env, common = _env(cache_dir), [*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,pa]", "audit.pa.c=16"]
+    env = fedmem_env(cache_dir)
+    common = [*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,pa]", "audit.pa.c=16"]
     full, stopped, log = tmp_path / "full", tmp_path / "stopped", tmp_path / "stopped.log"
-    subprocess.run(_fedmem("run", *common, f"hydra.run.dir={full}"), check=True, env=env, capture_output=True,
+    subprocess.run(fedmem("run", *common, f"hydra.run.dir={full}"), check=True, env=env, capture_output=True,
                    timeout=600)
 
-    proc = _start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
+    proc = start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
     try:
-        started = _watch(proc, lambda: (stopped / "round_0" / "report.json").is_file())  # round 1 starts now
+        started = watch(proc, lambda: (stopped / "round_0" / "report.json").is_file())  # round 1 starts now
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
     finally:
@@ -172,9 +98,9 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
     assert _status(stopped) == {"status": "stopped", "round": 0, "rounds": 1, "resume": resume}
     assert not (stopped / ".fedmem.lock").exists()
     assert any("raylet" in command for command in started.values())  # Ray's processes, started by the run
-    assert not _left(started), f"left running: {_left(started)}"
+    assert not left(started), f"left running: {left(started)}"
 
-    resumed = subprocess.run(_fedmem(*resume.split()[1:]), env=env, capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(fedmem(*resume.split()[1:]), env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert _status(stopped)["status"] == "finished"
     for r in (0, 1):
@@ -200,10 +126,10 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
     it (Ray's agents outlived their raylet by a minute when fedmem only exited). The clients' deaths are not logged:
     the outcome is the one line."""
     run, log = tmp_path / "run", tmp_path / "run.log"
-    proc = _start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], _env(cache_dir), log)
+    proc = start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], fedmem_env(cache_dir), log)
     try:
-        started = _watch(proc, lambda: (run / "round_0" / "report.json").is_file())
-        started |= _watch(proc, lambda: _clients_train(proc))
+        started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())
+        started |= watch(proc, lambda: _clients_train(proc))
         time.sleep(1)  # the clients' calls are under way (Flower's threads wait on them)
         before = len(log.read_text().splitlines())
         os.killpg(proc.pid, signal.SIGINT)
@@ -219,7 +145,7 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
                      "(a second Ctrl-C: ended at once)"], after
     assert _status(run) | {"resume": None} == {"status": "stopped", "round": 0, "rounds": 1, "resume": None}
     assert any("raylet" in command for command in started.values())
-    assert not _left(started), f"left running: {_left(started)}"
+    assert not left(started), f"left running: {left(started)}"
 
 
 @pytest.fixture(scope="module")
@@ -233,18 +159,9 @@ def finished(tmp_path_factory, cache_dir):
     return run_experiment(d, str(tmp_path_factory.mktemp("finished") / "run"))
 
 
-def _interrupted(finished: Path, to: Path) -> Path:
-    """A copy of the finished run as a kill during its last epoch leaves it: rounds 0-1 written, status running."""
-    shutil.copytree(finished, to)
-    shutil.rmtree(to / "round_2")
-    (to / "summary.json").unlink()
-    (to / "status.json").write_text(json.dumps({"status": "running", "rounds": 2}))
-    return to
-
-
 def _holding(proc: subprocess.Popen, lock: Path) -> None:
     """Wait until ``proc`` holds ``lock`` (its pid written in it), then freeze it there."""
-    _watch(proc, lambda: lock.is_file() and lock.read_text().strip() == str(proc.pid), seconds=300)
+    watch(proc, lambda: lock.is_file() and lock.read_text().strip() == str(proc.pid), seconds=300)
     os.kill(proc.pid, signal.SIGSTOP)
 
 
@@ -253,12 +170,12 @@ def test_a_second_resume_is_refused_and_a_dead_holders_lock_is_taken_over(finish
     """Two `fedmem run resume=DIR` at once: the second is refused in one line naming the first's process, whatever
     the first is doing (here: frozen right after taking the lock). Once the first is killed, its lock is stale: the
     next resume says it takes it over, and finishes the run."""
-    run, env = _interrupted(finished, tmp_path / "run"), _env(cache_dir)
+    run, env = interrupted(finished, tmp_path / "run"), fedmem_env(cache_dir)
     lock = run / ".fedmem.lock"
-    first = _start(["run", f"resume={run}"], env, tmp_path / "first.log")
+    first = start(["run", f"resume={run}"], env, tmp_path / "first.log")
     try:
         _holding(first, lock)
-        second = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True,
+        second = subprocess.run(fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True,
                                 timeout=300)
         assert second.returncode == 2, second.stderr[-2000:]
         assert second.stderr.strip().splitlines()[-1] == (
@@ -269,7 +186,7 @@ def test_a_second_resume_is_refused_and_a_dead_holders_lock_is_taken_over(finish
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
 
-    third = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
+    third = subprocess.run(fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
     assert third.returncode == 0, third.stderr[-2000:]
     assert (f"fedmem: {run} was left locked by process {first.pid}, which is no longer running; taking it over"
             in third.stderr.splitlines())
@@ -278,13 +195,13 @@ def test_a_second_resume_is_refused_and_a_dead_holders_lock_is_taken_over(finish
 
 @pytest.mark.slow
 def test_a_second_audit_into_the_same_directory_is_refused(finished, tmp_path, cache_dir):
-    run, env = tmp_path / "run", _env(cache_dir)
+    run, env = tmp_path / "run", fedmem_env(cache_dir)
     shutil.copytree(finished, run)
     out = run / "audits" / "again"
-    first = _start(["audit", f"run={run}", "name=again"], env, tmp_path / "first.log")
+    first = start(["audit", f"run={run}", "name=again"], env, tmp_path / "first.log")
     try:
         _holding(first, out / ".fedmem.lock")
-        second = subprocess.run(_fedmem("audit", f"run={run}", "name=again"), env=env, capture_output=True,
+        second = subprocess.run(fedmem("audit", f"run={run}", "name=again"), env=env, capture_output=True,
                                 text=True, timeout=300)
         os.kill(first.pid, signal.SIGCONT)
         first.wait(timeout=300)
@@ -317,8 +234,8 @@ def small_disk(tmp_path):
 
 @pytest.mark.slow
 def test_a_full_disk_fails_the_run_in_one_line_and_it_resumes_once_there_is_room(small_disk, cache_dir):
-    run, env = small_disk / "run", _env(cache_dir)
-    out = subprocess.run(_fedmem("run", *FAST, f"cache_dir={cache_dir}", "strategy=centralized",
+    run, env = small_disk / "run", fedmem_env(cache_dir)
+    out = subprocess.run(fedmem("run", *FAST, f"cache_dir={cache_dir}", "strategy=centralized",
                                  f"hydra.run.dir={run}"), env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stderr[-2000:]
     assert re.fullmatch(
@@ -332,7 +249,7 @@ def test_a_full_disk_fails_the_run_in_one_line_and_it_resumes_once_there_is_room
     assert not (run / "round_1").exists() or not any((run / "round_1").iterdir())
 
     subprocess.run(["mount", "-o", "remount,size=4m", str(small_disk)], check=True)
-    again = subprocess.run(_fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(fedmem("run", f"resume={run}"), env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _status(run)["status"] == "finished" and (run / "round_1" / "report.json").is_file()
 
@@ -355,10 +272,6 @@ def test_a_write_to_a_full_device_names_the_file(tmp_path):
     assert write_fault(ValueError("not a disk's fault")) is None
 
 
-def _cut(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
 @pytest.mark.parametrize("damaged, rounds, then", [
     ("round_1/adapter/adapter_model.safetensors", "1",
      "audit the other rounds (rounds=0,2) or train the run again to write round 1 anew"),
@@ -370,7 +283,7 @@ def test_a_damaged_file_of_a_run_is_named_before_an_audit_writes_anything(damage
 
     run = tmp_path / "run"
     shutil.copytree(finished, run)
-    _cut(run / damaged)
+    cut(run / damaged)
     with pytest.raises(SystemExit) as exited:
         main(["audit", f"run={run}", f"rounds={rounds}"])
     line = capsys.readouterr().err.strip().splitlines()[-1]
@@ -382,9 +295,9 @@ def test_a_damaged_file_of_a_run_is_named_before_an_audit_writes_anything(damage
 def test_resume_names_a_damaged_last_round(finished, tmp_path, capsys):
     from fedmem.cli import main
 
-    run = _interrupted(finished, tmp_path / "run")
+    run = interrupted(finished, tmp_path / "run")
     adapter = run / "round_1" / "adapter" / "adapter_model.safetensors"
-    _cut(adapter)
+    cut(adapter)
     with pytest.raises(SystemExit) as exited:
         main(["run", f"resume={run}"])
     assert exited.value.code == 2
@@ -410,7 +323,7 @@ def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
         except KeyboardInterrupt:
             print("caller stopped", file=sys.stderr)
     """
-    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(""), cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", code], env=fedmem_env(""), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -422,4 +335,4 @@ def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
             os.killpg(proc.pid, signal.SIGKILL)
     assert err.strip().splitlines() == ["caller stopped"], err[-2000:]
     with contextlib.suppress(psutil.NoSuchProcess):
-        assert not _left([psutil.Process(helper)])
+        assert not left([psutil.Process(helper)])

@@ -52,6 +52,17 @@ def stop_running() -> str | None:
     return stop(*_running) if _running is not None else None
 
 
+def unfinished(run_dir) -> Exception | None:
+    """Why a run whose rounds have all returned did not finish (a round that failed, or a last round never audited),
+    or None when it finished. Flower's runtimes return normally either way."""
+    run_dir = Path(run_dir)
+    if (run_dir / FAILURE).is_file():
+        return RoundFailedError(json.loads((run_dir / FAILURE).read_text())["error"])
+    if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
+        return RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
+    return None
+
+
 class RunStopped(KeyboardInterrupt):
     """A run stopped by Ctrl-C, its status written: the message says where it stopped and how to continue."""
 
@@ -142,10 +153,8 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
             run_centralized(cfg, start_round)
         else:
             federated(cfg, start_round)
-        if (run_dir / FAILURE).is_file():
-            raise RoundFailedError(json.loads((run_dir / FAILURE).read_text())["error"])
-        if not (run_dir / "summary.json").is_file():  # the audit hook never reached the end of the run
-            raise RuntimeError(f"the run ended before its last round was audited; see the log above ({run_dir})")
+        if problem := unfinished(run_dir):
+            raise problem
     except KeyboardInterrupt:
         line = stop(run_dir, cfg.strategy.num_rounds)
         tracker.close()
