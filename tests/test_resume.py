@@ -7,11 +7,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from safetensors.torch import load_file
 
+from bench.staging import left, start, watch
 from tests.conftest import FAST, ray_processes
 
 RUN = [*FAST, "strategy.num_rounds=3", "audit.methods=[utility,pa]", "audit.pa.c=16"]
@@ -31,21 +31,17 @@ def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, c
     env = {**os.environ, "FEDMEM_CACHE": cache_dir}
     common = [*RUN, f"cache_dir={cache_dir}"]
     full, killed = tmp_path / "full", tmp_path / "killed"
-    subprocess.run(_fedmem("run", *common, f"hydra.run.dir={full}"), check=True, env=env, capture_output=True,
-                   timeout=600)
+    # the uninterrupted run, side by side with the one killed (the killed one's processes are watched apart)
+    uninterrupted = start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log")
 
-    proc = subprocess.Popen(_fedmem("run", *common, f"hydra.run.dir={killed}"), env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 600
-    while not (killed / "round_1" / "report.json").is_file():
-        assert proc.poll() is None and time.time() < deadline, "the run ended before round 1 was written"
-        time.sleep(0.2)
+    proc = start(["run", *common, f"hydra.run.dir={killed}"], env, tmp_path / "killed.log")
+    started = watch(proc, lambda: (killed / "round_1" / "report.json").is_file())
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver, Ray and its workers
     proc.wait(timeout=60)
-    time.sleep(2)
-    assert ray_processes() <= before, "the killed run left Ray processes behind"
+    assert not left(started), f"the killed run left processes behind: {left(started)}"
     assert json.loads((killed / "status.json").read_text())["status"] == "running"  # nothing marked it finished
     assert not (killed / "summary.json").exists()
+    assert uninterrupted.wait(timeout=600) == 0, (tmp_path / "full.log").read_text()[-2000:]
 
     resumed = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True,
                              timeout=600)
