@@ -31,7 +31,8 @@ from fedmem.config.experiment import from_dict  # noqa: E402
 from fedmem.engine.config import Decoding  # noqa: E402
 from fedmem.engine.generation import generate_batched  # noqa: E402
 from fedmem.engine.model.load import load_adapter_state  # noqa: E402
-from fedmem.experiment.auditor import make_auditor, saved_adapter
+from fedmem.experiment.archive import saved_adapter
+from fedmem.experiment.auditor import make_auditor
 from fedmem.experiment.loading import audit_plan, fresh_lora_model
 
 BACKENDS = {"transformers": 256, "fedmem": "auto"}  # backend: generation_batch_size
