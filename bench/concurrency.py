@@ -1,6 +1,9 @@
-"""The default round's audit one method after another, and with MR beside the others (``audit.concurrent``), side by
-side in one process: the audit's wall time, each method's seconds, the CPU time of the process and its helper
-processes over the wall time (how many of the cores the audit kept busy), and whether every section is identical.
+"""The default round's audit three ways, side by side in one process: one method after another; as the earlier
+default did (``audit.mr.n=600``, MR beside the other methods); and as the default does (``audit.mr.n=200``, MR
+beside the others, ``audit.concurrent``). For each, the audit's wall time, each method's seconds, the CPU time of
+the process and its helper processes over the wall time (how many of the cores the audit kept busy); then whether
+the sections that do not depend on MR's size are identical across the three, and whether the two audits at the
+default sizes are identical.
 
     python bench/concurrency.py                              # a one-epoch adapter on the default data (cached)
     python bench/concurrency.py --run runs/<dir> --round 3   # a saved round of a run made with the default config
@@ -23,7 +26,8 @@ from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one
 
 from fedmem.config.compose import compose_dict  # noqa: E402
 from fedmem.config.experiment import from_dict  # noqa: E402
-from fedmem.experiment.auditor import make_auditor, saved_adapter  # noqa: E402
+from fedmem.experiment.archive import saved_adapter  # noqa: E402
+from fedmem.experiment.auditor import make_auditor  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -66,18 +70,23 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             state = trained_adapter(from_dict({**compose_dict(args.overrides), "run_dir": tmp}))
-    rows, sections = [], {}
-    for concurrent in (False, True):
-        report, wall, cpu = audit(state, args.overrides, concurrent)
-        sections[concurrent] = report["audit"]
+    arms = [("one method after another (n = 200)", args.overrides, False),
+            ("earlier default: n = 600, MR beside the others", [*args.overrides, "audit.mr.n=600"], True),
+            ("default: n = 200, MR beside the others", args.overrides, True)]
+    rows, sections = [], []
+    for name, overrides, concurrent in arms:
+        report, wall, cpu = audit(state, overrides, concurrent)
+        sections.append(report["audit"])
         t = report["timings"]
-        methods = ", ".join(f"{name} {t[name]:.1f} s" for name in report["audit"])
-        rows.append((("MR beside the others" if concurrent else "one method after another"), wall, cpu, methods))
+        methods = ", ".join(f"{m} {t[m]:.1f} s" for m in report["audit"])
+        rows.append((name, wall, cpu, methods))
     print("| audit | wall (s) | CPU (s) | CPU / wall | per method |\n|---|---|---|---|---|")
     for name, wall, cpu, methods in rows:
         print(f"| {name} | {wall:.1f} | {cpu:.1f} | {cpu / wall:.2f} | {methods} |")
-    print(f"\nwall time ratio {rows[0][1] / rows[1][1]:.2f}x; every section identical: "
-          f"{sections[False] == sections[True]}")
+    others = [{m: s for m, s in section.items() if m != "mr"} for section in sections]
+    print(f"\nwall time: earlier default / default {rows[1][1] / rows[2][1]:.2f}x, one after another / default "
+          f"{rows[0][1] / rows[2][1]:.2f}x; every section but MR's identical in the three: "
+          f"{others[0] == others[1] == others[2]}; the two audits at n = 200 identical: {sections[0] == sections[2]}")
 
 
 if __name__ == "__main__":

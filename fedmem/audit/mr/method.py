@@ -53,7 +53,9 @@ from fedmem.engine.generation import hit_cap
 
 @dataclass
 class MRConfig:
-    n: int = option(600, "sampled prefixes (and suffixes) per client (the paper: 4000)")
+    n: int = option(200, "sampled prefixes (and suffixes) per client and arm (the paper: 4000). The default gives the "
+                         "excess an interval of about ±2.5 points at the default experiment's MR of a few percent "
+                         "(docs/spec.md §3b, Sizes); the paper's tables need experiment=paper's sizes")
     top_k: int = option(10, "retrieved suffixes per generation and client (n')")
     max_new_tokens: int = option(
         256, "a generation runs until the model ends its turn or this many tokens (the report counts the latter)")
