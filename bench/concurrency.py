@@ -1,6 +1,6 @@
 """The default round's audit three ways, side by side in one process: one method after another; as the earlier
-default did (``audit.mr.n=600``, MR beside the other methods); and as the default does (``audit.mr.n=200``, MR
-beside the others, ``audit.concurrent``). For each, the audit's wall time, each method's seconds, the CPU time of
+default did (``audit.mr.n=600``, MR alone beside the other methods); and as the default does (``audit.mr.n=200``, MR
+then Prior-Aware in a lane beside the others, ``audit.concurrent``). For each, the audit's wall time, each method's seconds, the CPU time of
 the process and its helper processes over the wall time (how many of the cores the audit kept busy); then whether
 the sections that do not depend on MR's size are identical across the three, and whether the two audits at the
 default sizes are identical.
@@ -27,6 +27,7 @@ from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one
 from fedmem.config.compose import compose_dict  # noqa: E402
 from fedmem.config.experiment import from_dict  # noqa: E402
 from fedmem.experiment.archive import saved_adapter  # noqa: E402
+from fedmem.audit.prior_aware import PriorAwareMemorization  # noqa: E402
 from fedmem.experiment.auditor import make_auditor  # noqa: E402
 
 
@@ -44,16 +45,21 @@ def cpu_seconds() -> float:
     return total
 
 
-def audit(state: dict, overrides: list[str], concurrent: bool) -> tuple[dict, float, float]:
-    """(the round's report, wall seconds, CPU seconds) of one audit of ``state``."""
+def audit(state: dict, overrides: list[str], concurrent: bool, pa_apart: bool = True) -> tuple[dict, float, float]:
+    """(the round's report, wall seconds, CPU seconds) of one audit of ``state``; ``pa_apart=False``: Prior-Aware in
+    the first lane, as before it joined MR's."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = from_dict({**compose_dict([*overrides, f"audit.concurrent={concurrent}", "train.progress=false"]),
                          "run_dir": tmp})
         auditor = make_auditor(cfg, source={"kind": "bench"}, save_adapters=False)
         auditor.pool  # noqa: B018  (built with the auditor, outside the timed audit)
-        cpu, wall = cpu_seconds(), time.perf_counter()
-        auditor.evaluate(1, state)
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        PriorAwareMemorization.runs_apart = pa_apart
+        try:
+            cpu, wall = cpu_seconds(), time.perf_counter()
+            auditor.evaluate(1, state)
+            wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        finally:
+            PriorAwareMemorization.runs_apart = True
         report = json.loads((Path(tmp) / "round_1" / "report.json").read_text())
         auditor.finish()
     return report, wall, cpu
@@ -70,12 +76,12 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             state = trained_adapter(from_dict({**compose_dict(args.overrides), "run_dir": tmp}))
-    arms = [("one method after another (n = 200)", args.overrides, False),
-            ("earlier default: n = 600, MR beside the others", [*args.overrides, "audit.mr.n=600"], True),
-            ("default: n = 200, MR beside the others", args.overrides, True)]
+    arms = [("one method after another (n = 200)", args.overrides, False, True),
+            ("earlier default: n = 600, MR alone beside the others", [*args.overrides, "audit.mr.n=600"], True, False),
+            ("default: n = 200, MR then Prior-Aware beside the others", args.overrides, True, True)]
     rows, sections = [], []
-    for name, overrides, concurrent in arms:
-        report, wall, cpu = audit(state, overrides, concurrent)
+    for name, overrides, concurrent, pa_apart in arms:
+        report, wall, cpu = audit(state, overrides, concurrent, pa_apart)
         sections.append(report["audit"])
         t = report["timings"]
         methods = ", ".join(f"{m} {t[m]:.1f} s" for m in report["audit"])

@@ -1,5 +1,6 @@
-"""MR beside the other methods (``audit.concurrent``): the round's sections are exactly those of one method after
-another, and both lanes' work is in the report (the whole audit's wall time beside each method's)."""
+"""MR and Prior-Aware in a lane beside the other methods (``audit.concurrent``): the round's sections are exactly
+those of one method after another, and both lanes' work is in the report (the whole audit's wall time beside each
+method's)."""
 
 import json
 

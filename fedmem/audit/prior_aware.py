@@ -419,6 +419,9 @@ class PriorAwareMemorization(AuditMethod):
     Config = PriorAwareConfig
     title = "Prior-Aware memorization (PA)"
     size_keys = ("n", "c", "trials")
+    # its scores (its pairs with the generic suffixes, under the prior prefixes) are its own: it runs in the second
+    # lane after MR, whose generation leaves that lane idle while the first lane generates PEARL's samples
+    runs_apart = True
     figures = (
         Figure("pa_memorized", "PA-memorized", kind="count", of="audited", console=True, sweep=None),
         Figure("pa_rate", "PA-memorized"),

@@ -144,9 +144,10 @@ class Auditor:
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
             if apart:
                 audited.computing_model  # built once, before the lanes share it  # noqa: B018
-            lanes = ThreadPoolExecutor(max_workers=max(1, len(apart)))
+            # one second lane, its methods one after another: at most two generations hold their caches at once
+            lanes = ThreadPoolExecutor(max_workers=1)
             try:
-                with cores_shared_by(1 + len(apart) if rest else len(apart)):
+                with cores_shared_by(2 if rest and apart else 1):
                     beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
                     for name in rest:
                         done[name] = self._audit_one(name, audited, bar)
