@@ -52,9 +52,9 @@ install-dev: system-deps-dev $(VENV)/.installed-dev
 run: install
 	$(BIN)/fedmem run $(ARGS)
 
-# Three test workers, a test file each at a time (--dist loadfile: a file's trained fixtures are built once): much of
+# Two test workers, a test file each at a time (--dist loadfile: a file's trained fixtures are built once): much of
 # the suite waits on Ray, subprocesses and files, and one worker alone leaves a core idle.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: install-dev
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -123,9 +123,9 @@ def watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Pr
     return seen
 
 
-def left(processes) -> list[str]:
-    """The processes of a run that still run, a few seconds after it ended (Ray's daemons exit asynchronously)."""
-    _, alive = psutil.wait_procs(list(processes), timeout=10)
+def left(processes, seconds: float = 10) -> list[str]:
+    """The processes of a run that still run ``seconds`` after it ended (Ray's daemons exit asynchronously)."""
+    _, alive = psutil.wait_procs(list(processes), timeout=seconds)
     left = []
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
