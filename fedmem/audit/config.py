@@ -52,8 +52,9 @@ class AuditConfig:
               "same function, one matrix product per projection instead of three); false = on the peft model")
     concurrent: bool = option(
         True, "audit the methods that share no model request with another (MR, then Prior-Aware) in a second lane "
-              "beside the others, each lane on its share of the cores; every figure is the same either way (needs "
-              "merge_adapter: the methods that switch the adapter off must not do it under a running generation)")
+              "beside the others, each lane on its share of the cores; the requests are the same either way, and so "
+              "are the figures up to the rounding of torch's thread count (a sampled token can turn on it). Needs "
+              "merge_adapter: the methods that switch the adapter off must not do it under a running generation")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     keep_updates: bool = option(
         False, "keep each client's update of every round after the run (round_<r>/updates/), for re-audits with a "
