@@ -391,7 +391,7 @@ class AuditMethod:
     figures: ClassVar[tuple[Figure, ...]] = ()  # its headline figures, in the order they are shown
     size_keys: ClassVar[tuple[str, ...]] = ()  # the config keys that size its audit (the run page's configuration)
     # its model requests are its own (no other method asks for the same generation or scores): the auditor may run
-    # it in the second lane, beside the others, without changing any figure (``audit.concurrent``)
+    # it in the second lane, beside the others, with the same requests (``audit.concurrent``)
     runs_apart: ClassVar[bool] = False
     # compares the rows a model was trained on with rows it was not: an audit of a model fedmem did not train needs
     # the data to say which rows those are (data.membership_column)
