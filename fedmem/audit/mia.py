@@ -238,7 +238,25 @@ def attack_draw(pool: AuditPool, n: int, suffix_len: int, context: str, key: str
 
 
 @register
-class MembershipInference(AuditMethod):
+class OnTheAttacksDraw:
+    """The samples a method drawn like the membership attacks audits (``n`` members and ``n`` non-members per client,
+    suffixes of ``suffix_len`` tokens): its share of the audit pool, declared once for every such method."""
+
+    @classmethod
+    def samples_needed(cls, cfg) -> dict[str, int]:
+        return {"train": cfg.n, "test": cfg.n}
+
+    @classmethod
+    def audited_train(cls, cfg, pool: AuditPool) -> set[str]:
+        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2]
+                for s in part}
+
+    @classmethod
+    def min_suffix(cls, cfg) -> int:
+        return cfg.suffix_len
+
+
+class MembershipInference(OnTheAttacksDraw, AuditMethod):
     name = "mia"
     compares_members = True  # members against non-members of the same clients
     Config = MiaConfig
@@ -249,18 +267,6 @@ class MembershipInference(AuditMethod):
                            sweep="extra" if a == "loss" else None) for a in ATTACKS) + tuple(
         Figure(f"{a}_tpr_at_{key}_fpr", f"{LABELS[a]} TPR at {FPRS[key]:.0%} FPR", sweep=None)
         for a in ATTACKS for key in FPRS)
-
-    @classmethod
-    def samples_needed(cls, cfg: MiaConfig) -> dict[str, int]:
-        return {"train": cfg.n, "test": cfg.n}
-
-    @classmethod
-    def audited_train(cls, cfg: MiaConfig, pool: AuditPool) -> set[str]:
-        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2] for s in part}
-
-    @classmethod
-    def min_suffix(cls, cfg: MiaConfig) -> int:
-        return cfg.suffix_len
 
     @classmethod
     def round_cost(cls, cfg: MiaConfig, clients: int) -> str:

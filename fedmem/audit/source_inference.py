@@ -49,8 +49,7 @@ import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
 from fedmem.audit.intervals import newcombe, wilson
-from fedmem.audit.mia import attack_draw, mean_nll
-from fedmem.audit.pool import draw_and_planted
+from fedmem.audit.mia import OnTheAttacksDraw, attack_draw, mean_nll
 from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.common.fields import check_fields, option, positive
@@ -97,7 +96,7 @@ def arm_figures(credit: np.ndarray, truth: list[int], clients: list[int], update
 
 
 @register
-class SourceInference(AuditMethod):
+class SourceInference(OnTheAttacksDraw, AuditMethod):
     name = "sia"
     Config = SourceInferenceConfig
     title = "Source inference by the server (Hu et al. 2021)"
@@ -111,19 +110,6 @@ class SourceInference(AuditMethod):
         Figure("excess", "SIA excess over held-out", kind="difference", sweep=None),
         Figure("update_bytes", "clients' updates on disk (bytes)", kind="count", memorization=None, sweep=None),
     )
-
-    @classmethod
-    def samples_needed(cls, cfg: SourceInferenceConfig) -> dict[str, int]:
-        return {"train": cfg.n, "test": cfg.n}
-
-    @classmethod
-    def audited_train(cls, cfg: SourceInferenceConfig, pool: AuditPool) -> set[str]:
-        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2]
-                for s in part}
-
-    @classmethod
-    def min_suffix(cls, cfg: SourceInferenceConfig) -> int:
-        return cfg.suffix_len
 
     @classmethod
     def round_cost(cls, cfg: SourceInferenceConfig, clients: int) -> str:

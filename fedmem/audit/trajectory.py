@@ -47,13 +47,13 @@ from fedmem.audit.mia import (
     BOOTSTRAP_STREAM,
     DECISION_FPR,
     FPRS,
+    OnTheAttacksDraw,
     attack_draw,
     bootstrap_indices,
     evaluate,
     mean_nll,
     undefined_evaluation,
 )
-from fedmem.audit.pool import draw_and_planted
 from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.common.fields import check_fields, option, positive
 from fedmem.common.stopwatch import Stopwatch
@@ -95,7 +95,7 @@ def paired_gain_ci95(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.n
 
 
 @register
-class TrajectoryMembership(AuditMethod):
+class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
     name = "trajectory"
     Config = TrajectoryConfig
     title = "Membership from the trajectory of global models (Nasr et al. 2019)"
@@ -109,19 +109,6 @@ class TrajectoryMembership(AuditMethod):
         Figure("ref_auc", "reference AUC (same samples)", kind="score", sweep=None),
         *(Figure(f"trajectory_tpr_at_{key}_fpr", f"trajectory TPR at {FPRS[key]:.0%} FPR", sweep=None) for key in FPRS),
     )
-
-    @classmethod
-    def samples_needed(cls, cfg: TrajectoryConfig) -> dict[str, int]:
-        return {"train": cfg.n, "test": cfg.n}
-
-    @classmethod
-    def audited_train(cls, cfg: TrajectoryConfig, pool: AuditPool) -> set[str]:
-        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2]
-                for s in part}
-
-    @classmethod
-    def min_suffix(cls, cfg: TrajectoryConfig) -> int:
-        return cfg.suffix_len
 
     @classmethod
     def round_cost(cls, cfg: TrajectoryConfig, clients: int) -> str:
