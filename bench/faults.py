@@ -35,7 +35,7 @@ import psutil
 
 # Importing the tests' conftest marks this process's environment (FEDMEM_TEST_SESSION), and with it every process a
 # fault starts: the count of processes left behind finds Ray's daemons by that mark even when they left the tree.
-from bench.staging import FAST, PLUGIN, SESSION_MARK, cut, fedmem_env, interrupted, left, start, watch
+from bench.staging import FAST, PLUGIN, SESSION_MARK, clients_train, cut, fedmem_env, interrupted, left, start, watch
 
 CACHE = os.environ.get("FEDMEM_CACHE", str(ROOT / ".cache" / "fedmem"))
 COMMON = [*FAST, f"cache_dir={CACHE}"]
@@ -125,15 +125,6 @@ def hang(work: Path) -> None:
         lines[failed[1]:] if failed else lines, status(run), left_behind(seen))
 
 
-def actors_running(proc: subprocess.Popen) -> bool:
-    """Whether one of the run's processes is a Flower ClientApp actor (a client's Ray worker)."""
-    for child in psutil.Process(proc.pid).children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "ClientAppActor" in " ".join(child.cmdline()):
-                return True
-    return False
-
-
 def ctrl_c(work: Path, twice: bool, actors: bool) -> None:
     """SIGINT to the run's process group, as a terminal's Ctrl-C, and a second one 50 ms later when ``twice``; the
     clock runs from the last SIGINT. Sent where the tests send it, once round 0 is written (round 1 begins: Flower's
@@ -143,7 +134,7 @@ def ctrl_c(work: Path, twice: bool, actors: bool) -> None:
     try:
         seen = watch(proc, lambda: (run / "round_0" / "report.json").is_file(), seconds=600)
         if actors:
-            seen.update(watch(proc, lambda: actors_running(proc), seconds=600))
+            seen.update(watch(proc, lambda: clients_train(proc), seconds=600))
             time.sleep(1)
         before = len(printed(log))
         os.killpg(proc.pid, signal.SIGINT)

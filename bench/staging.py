@@ -145,3 +145,12 @@ def interrupted(finished: Path, to: Path) -> Path:
 
 def cut(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def clients_train(proc: subprocess.Popen) -> bool:
+    """Whether one of the run's processes is a Flower ClientApp actor (a client's Ray worker)."""
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "ClientAppActor" in " ".join(child.cmdline()):
+                return True
+    return False

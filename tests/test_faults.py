@@ -19,7 +19,7 @@ import psutil
 import pytest
 from safetensors.torch import load_file
 
-from bench.staging import FAST, PLUGIN, cut, fedmem, fedmem_env, interrupted, left, start, watch
+from bench.staging import FAST, PLUGIN, clients_train, cut, fedmem, fedmem_env, interrupted, left, start, watch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,15 +111,6 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
         assert reports[0]["audit"] == reports[1]["audit"] and reports[0]["train"] == reports[1]["train"]
 
 
-def _clients_train(proc: subprocess.Popen) -> bool:
-    """Whether one of the run's processes is a Flower ClientApp actor (a client's Ray worker)."""
-    for child in psutil.Process(proc.pid).children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "ClientAppActor" in " ".join(child.cmdline()):
-                return True
-    return False
-
-
 @pytest.mark.slow
 def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped(tmp_path, cache_dir):
     """Ctrl-C twice while the clients train (their Ray workers, in the process group, die of it too): the second
@@ -130,7 +121,7 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
     proc = start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], fedmem_env(cache_dir), log)
     try:
         started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())
-        started |= watch(proc, lambda: _clients_train(proc))
+        started |= watch(proc, lambda: clients_train(proc))
         time.sleep(1)  # the clients' calls are under way (Flower's threads wait on them)
         before = len(log.read_text().splitlines())
         os.killpg(proc.pid, signal.SIGINT)
