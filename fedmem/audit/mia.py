@@ -237,7 +237,6 @@ def attack_draw(pool: AuditPool, n: int, suffix_len: int, context: str, key: str
 # ---------------------------------------------------------------- the audit method
 
 
-@register
 class OnTheAttacksDraw:
     """The samples a method drawn like the membership attacks audits (``n`` members and ``n`` non-members per client,
     suffixes of ``suffix_len`` tokens): its share of the audit pool, declared once for every such method."""
@@ -256,6 +255,7 @@ class OnTheAttacksDraw:
         return cfg.suffix_len
 
 
+@register
 class MembershipInference(OnTheAttacksDraw, AuditMethod):
     name = "mia"
     compares_members = True  # members against non-members of the same clients
