@@ -10,6 +10,11 @@ activation gradients through the frozen base but no weight gradients for it), ne
 ``torch.mm`` of the model's own projection shapes measured in the same run: the physical limit each stage is
 compared with.
 
+A decoding step multiplies only as many rows as there are sequences in flight, and ``torch.mm`` is slower on few
+rows than on the training batch's thousand. So the generation's own ceiling is measured too: ``torch.mm`` over one
+decoding step's products (every projection of every layer and the output head) at the loop's mean rows in flight,
+and a profile of the loop (its time per kind of operation, and the time spent outside any operation: Python).
+
     python bench/real_model.py                     # 2 threads, batch 8 x 128 tokens training, 128 prompts
     python bench/real_model.py --threads 1 --prompts 32
 """
@@ -24,7 +29,7 @@ from references import english_passages
 
 from fedmem.config.compose import compose_dict
 from fedmem.engine.config import Decoding, ModelConfig, TrainConfig
-from fedmem.engine.generation import generate_batched
+from fedmem.engine.generation import auto_rows, generate_batched
 from fedmem.engine.model.load import load_base, merged_copy, wrap_lora
 from fedmem.engine.scoring import sequence_logprobs
 from fedmem.engine.train import train_local
@@ -44,6 +49,56 @@ def matmul_rate(tokens: int, shapes: list[tuple[int, int]], repeats: int = 5) ->
     return flops / seconds
 
 
+def step_shapes(c) -> list[tuple[int, int, int]]:
+    """One forward step's products per token as (k, n, count): every layer's projections, then the output head."""
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    kv = (getattr(c, "num_key_value_heads", None) or c.num_attention_heads) * head_dim
+    h, i, layers = c.hidden_size, c.intermediate_size, c.num_hidden_layers
+    return [(h, h, 2 * layers), (h, kv, 2 * layers), (h, i, 2 * layers), (i, h, layers), (h, c.vocab_size, 1)]
+
+
+def step_rate(rows: int, shapes: list[tuple[int, int, int]], repeats: int = 5) -> tuple[float, float]:
+    """``torch.mm`` on one decoding step's products at ``rows`` rows: (its FLOP/s, the tokens/s it would allow)."""
+    flops, seconds = 0.0, 0.0
+    for k, n, count in shapes:
+        a, b = torch.randn(rows, k), torch.randn(k, n)
+        torch.mm(a, b)  # warm-up
+        t = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        seconds += (time.perf_counter() - t) * count
+        flops += 2.0 * rows * k * n * count * repeats
+    return flops / seconds, rows * repeats / seconds
+
+
+# The profile's kinds of operation, by the name of the aten op that spends the time (the first match counts).
+KINDS = (("matrix products", ("mm", "addmm", "bmm", "matmul", "linear")),
+         ("attention", ("scaled_dot_product", "_flash_attention")),
+         ("sampling", ("topk", "sort", "multinomial", "softmax", "cumsum", "exponential", "argmax", "div", "log")),
+         ("cache and row moves", ("copy_", "index", "cat", "slice_scatter", "narrow", "clone", "where", "masked")))
+
+
+def profile_loop(model, tok, prompts, new: int, rows: int) -> tuple[float, dict[str, float]]:
+    """Wall seconds of one run of fedmem's decoding loop under the profiler, and its share per kind of operation
+    (self CPU time of the aten ops of each kind; 'outside any op' is the wall time no op accounts for)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t = time.perf_counter()
+        generate_batched(model, tok, prompts, new, decoding=Decoding(strategy="top_k"), seed=0, batch_size=rows)
+        wall = time.perf_counter() - t
+    spent: dict[str, float] = {kind: 0.0 for kind, _ in KINDS} | {"other ops": 0.0}
+    for ev in prof.key_averages():
+        if not ev.key.startswith("aten::"):
+            continue
+        op = ev.key[len("aten::"):]
+        kind = next((k for k, names in KINDS if any(op == n or op.startswith(n) or n in op for n in names)),
+                    "other ops")
+        spent[kind] += ev.self_cpu_time_total / 1e6
+    spent["outside any op (Python, dispatch)"] = max(0.0, wall - sum(spent.values()))
+    return wall, {k: v / wall for k, v in spent.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -52,6 +107,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="timed training steps (after one warm-up step)")
     ap.add_argument("--prompts", type=int, default=128, help="generation prompts (30-token prefixes of passages)")
     ap.add_argument("--new", type=int, default=256, help="the generation cap (MR's default)")
+    ap.add_argument("--profile-new", type=int, default=32, help="new tokens of the profiled generation")
     ap.add_argument("--cache-dir", default=".cache/fedmem")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -108,6 +164,11 @@ def main() -> None:
         made = sum(len(o[0]) for o in outs)
         ended = sum(len(o[0]) < args.new for o in outs)
         rows.append((f"generation to the end of the turn, {name}: {ended} of {len(prompts)} ended", made, s, 2))
+    merged = sides["fedmem's decoding loop (merged copy)"][0]
+    loop_rate = made / s  # the last side is fedmem's loop
+    in_flight = min(len(prompts), auto_rows(merged, max(map(len, prompts)) + args.new))
+    # tokens over steps, where every prompt is in flight from the first step (one wave): a row makes a token a step
+    mean_rows = made / max(len(o[0]) for o in outs) if len(prompts) <= in_flight else None
 
     print("| stage | tokens | seconds | tokens/s | model GFLOP/s | share of torch.mm |")
     print("|---|---|---|---|---|---|")
@@ -115,6 +176,25 @@ def main() -> None:
         rate = factor * params * tokens / seconds
         print(f"| {name} | {tokens} | {seconds:.1f} | {tokens / seconds:.0f} | {rate / 1e9:.1f} | "
               f"{rate / peak:.2f} |")
+
+    mean = f", {mean_rows:.1f} on the mean step (the rest have ended)" if mean_rows else ""
+    print(f"\nThe decoding loop's own ceiling: {in_flight} rows in flight at most{mean}")
+    print("| torch.mm over one decoding step's products | rows | GFLOP/s | share of the training-shape rate | "
+          "tokens/s it allows | the loop's tokens/s as a share of it |")
+    print("|---|---|---|---|---|---|")
+    at = [("at the loop's rows in flight", in_flight)] + ([("at its mean rows", round(mean_rows))] if mean_rows else [])
+    for label, r in at:
+        flops, tokens_s = step_rate(max(1, r), step_shapes(c))
+        print(f"| {label} | {r} | {flops / 1e9:.1f} | {flops / peak:.2f} | {tokens_s:.0f} | "
+              f"{loop_rate / tokens_s:.2f} |")
+
+    wall, shares = profile_loop(merged, tok, prompts[:in_flight], args.profile_new, in_flight)
+    print(f"\nProfile of the loop ({in_flight} prompts, {args.profile_new} new tokens, {wall:.1f} s under the "
+          "profiler): share of wall time")
+    print("| kind of operation | share |")
+    print("|---|---|")
+    for kind, share in shares.items():
+        print(f"| {kind} | {share:.2f} |")
 
 
 if __name__ == "__main__":
