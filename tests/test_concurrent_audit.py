@@ -28,3 +28,19 @@ def test_mr_beside_the_others_gives_the_same_sections(compose, tmp_path):
     assert sections[True] == sections[False]
     for t in timings.values():
         assert {"audit", "utility", "mr", "pa", "mia"} <= set(t) and t["audit"] > 0
+
+
+def test_auto_runs_lanes_for_a_dispatch_bound_model_only(compose, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from fedmem.experiment.auditor import LANES_BELOW_PARAMS, lanes_pay
+
+    cfg = from_dict({**compose(), "run_dir": str(tmp_path)})
+    assert cfg.audit.concurrent == "auto"
+    tiny = make_auditor(cfg, source={"kind": "test"}, save_adapters=False).model
+    # a model of SmolLM2-135M's width and vocabulary, with 8 of its 30 layers: its products use every thread
+    wide = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=8,
+                                        num_attention_heads=9, num_key_value_heads=3))
+    assert sum(p.numel() for p in tiny.parameters()) < LANES_BELOW_PARAMS < sum(p.numel() for p in wide.parameters())
+    assert lanes_pay("auto", tiny) and not lanes_pay("auto", wide)
+    assert lanes_pay(True, wide) and not lanes_pay(False, tiny)  # an explicit setting is obeyed

@@ -50,11 +50,14 @@ class AuditConfig:
     merge_adapter: bool = option(
         True, "generate and score on a copy of the audited model with its LoRA adapter merged into the weights (the "
               "same function, one matrix product per projection instead of three); false = on the peft model")
-    concurrent: bool = option(
-        True, "audit the methods that share no model request with another (MR, then Prior-Aware) in a second lane "
-              "beside the others, each lane on its share of the cores; the requests are the same either way, and so "
-              "are the figures up to the rounding of torch's thread count (a sampled token can turn on it). Needs "
-              "merge_adapter: the methods that switch the adapter off must not do it under a running generation")
+    concurrent: bool | Literal["auto"] = option(
+        "auto", "audit the methods that share no model request with another (MR, then Prior-Aware) in a second lane "
+                "beside the others, each lane on its share of the cores; the requests are the same either way, and "
+                "so are the figures up to the rounding of torch's thread count (a sampled token can turn on it). "
+                "auto = lanes for a model whose decoding steps are bound by Python's dispatch rather than by their "
+                "matrix products (fedmem.experiment.auditor.LANES_BELOW_PARAMS), one lane after another at every "
+                "thread for a larger one. Needs merge_adapter: the methods that switch the adapter off must not do "
+                "it under a running generation")
     reveal_text: bool = option(False, "show leaked text excerpts in reports instead of hash + length")
     keep_updates: bool = option(
         False, "keep each client's update of every round after the run (round_<r>/updates/), for re-audits with a "

@@ -138,7 +138,7 @@ class Auditor:
             show_progress=self.cfg.train.progress, archive=self.archive,
         )
         apart = [n for n, m in self.methods.items() if m.runs_apart] if (
-            audit.concurrent and audit.merge_adapter and len(self.methods) > 1) else []
+            lanes_pay(audit.concurrent, self.model) and audit.merge_adapter and len(self.methods) > 1) else []
         rest = [n for n in self.methods if n not in apart]
         done, start = {}, time.perf_counter()
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
@@ -180,6 +180,20 @@ class Auditor:
         for method in self.methods.values():
             method.close()
 
+
+
+def lanes_pay(concurrent: bool | str, model) -> bool:
+    """Whether the audit runs its second lane (``audit.concurrent``; auto: for a model under ``LANES_BELOW_PARAMS``)."""
+    if concurrent != "auto":
+        return bool(concurrent)
+    return sum(p.numel() for p in model.parameters()) < LANES_BELOW_PARAMS
+
+
+# A lane pays where a model's decoding steps are bound by Python's dispatch rather than by their matrix products:
+# there each lane keeps a core busy that the other would leave waiting (the tiny preset, about a million parameters).
+# A model whose products already use every thread (SmolLM2-135M) only splits them: each lane gets one thread, and
+# the longer lane (MR, then Prior-Aware) runs on one core long after the other has finished (docs/results.md).
+LANES_BELOW_PARAMS = 50_000_000
 
 
 @contextlib.contextmanager
