@@ -36,7 +36,7 @@ from typing import Iterator, NoReturn
 import psutil
 
 from fedmem.common.io import FileProblem, write_fault
-from fedmem.common.lock import exclusive
+from fedmem.common.lock import exclusive, release_held
 from fedmem.config import (
     compose_dict,
     conf_dir,
@@ -150,11 +150,12 @@ def _stop_on_ctrl_c() -> None:
         raise KeyboardInterrupt
 
     def second(signum, frame):
+        line = None
         with contextlib.suppress(Exception):  # ending at once matters more than the status line
-            if line := lifecycle.stop_running():
-                print(f"fedmem: {line} (a second Ctrl-C: ended at once)", file=sys.stderr)
-                _exit_now(130)
-        print("fedmem: stopped at once (a second Ctrl-C)", file=sys.stderr)
+            line = lifecycle.stop_running()
+            release_held()
+        print(f"fedmem: {line} (a second Ctrl-C: ended at once)" if line else "fedmem: stopped at once (a second "
+              "Ctrl-C)", file=sys.stderr)
         _exit_now(130)
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

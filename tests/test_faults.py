@@ -136,6 +136,7 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
     assert after == [f"fedmem: stopped after round 0 of 1; continue with: fedmem run resume={run} "
                      "(a second Ctrl-C: ended at once)"], after
     assert _status(run) | {"resume": None} == {"status": "stopped", "round": 0, "rounds": 1, "resume": None}
+    assert not (run / ".fedmem.lock").exists()  # released: the resume that follows finds the run free
     assert any("raylet" in command for command in started.values())
     assert not left(started), f"left running: {left(started)}"
 

@@ -25,6 +25,11 @@ class InUse(FileProblem):
     """Another live process holds the directory's lock."""
 
 
+# The locks this process holds (path -> descriptor): an exit that skips the blocks' endings (a second Ctrl-C) still
+# removes their files (release_held), so that the next command finds the directory free, not left by a dead process.
+_held: dict[Path, int] = {}
+
+
 @contextlib.contextmanager
 def exclusive(directory) -> Iterator[None]:
     """Hold ``directory``'s lock while the block runs. The directory is created if needed, and removed when it is
@@ -39,13 +44,29 @@ def exclusive(directory) -> Iterator[None]:
     except BaseException:
         _remove_if_empty(directory)
         raise
+    _held[path] = fd
     try:
         yield
     finally:
-        # unlinked before it is unlocked: a process that opened it meanwhile finds it unlinked once it holds it
-        path.unlink(missing_ok=True)
-        os.close(fd)
+        _release(path)
         _remove_if_empty(directory)
+
+
+def _release(path: Path) -> None:
+    fd = _held.pop(path, None)
+    if fd is None:
+        return
+    # unlinked before it is unlocked: a process that opened it meanwhile finds it unlinked once it holds it
+    path.unlink(missing_ok=True)
+    os.close(fd)
+
+
+def release_held() -> None:
+    """Release every lock this process holds, for an exit that runs no ``finally`` (the kernel would release the
+    flocks, but their files would stay and the next command would report a dead holder)."""
+    for path in list(_held):
+        with contextlib.suppress(OSError):
+            _release(path)
 
 
 def _acquire(path: Path) -> int:
