@@ -12,8 +12,9 @@ compared with.
 
 A decoding step multiplies only as many rows as there are sequences in flight, and ``torch.mm`` is slower on few
 rows than on the training batch's thousand. So the generation's own ceiling is measured too: ``torch.mm`` over one
-decoding step's products (every projection of every layer and the output head) at the loop's mean rows in flight,
-and a profile of the loop (its time per kind of operation, and the time spent outside any operation: Python).
+decoding step's products (every projection of every layer and the output head) at the loop's rows in flight and
+at its mean rows, and a profile of the loop (its time per kind of operation, and the time spent outside any
+operation: Python).
 
     python bench/real_model.py                     # 2 threads, batch 8 x 128 tokens training, 128 prompts
     python bench/real_model.py --threads 1 --prompts 32

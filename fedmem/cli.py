@@ -153,6 +153,7 @@ def _stop_on_ctrl_c() -> None:
         line = None
         with contextlib.suppress(Exception):  # ending at once matters more than the status line
             line = lifecycle.stop_running()
+        with contextlib.suppress(Exception):
             release_held()
         print(f"fedmem: {line} (a second Ctrl-C: ended at once)" if line else "fedmem: stopped at once (a second "
               "Ctrl-C)", file=sys.stderr)

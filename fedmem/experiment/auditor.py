@@ -181,19 +181,18 @@ class Auditor:
             method.close()
 
 
+# A lane pays where a model's decoding steps are bound by Python's dispatch rather than by their matrix products:
+# there each lane keeps a core busy that the other would leave waiting (the tiny preset, about a million parameters).
+# A model whose products already use every thread (SmolLM2-135M) only splits them: each lane gets one thread, and
+# the longer lane (MR, then Prior-Aware) runs on one core long after the other has finished (docs/results.md).
+LANES_BELOW_PARAMS = 50_000_000
+
 
 def lanes_pay(concurrent: bool | str, model) -> bool:
     """Whether the audit runs its second lane (``audit.concurrent``; auto: for a model under ``LANES_BELOW_PARAMS``)."""
     if concurrent != "auto":
         return bool(concurrent)
     return sum(p.numel() for p in model.parameters()) < LANES_BELOW_PARAMS
-
-
-# A lane pays where a model's decoding steps are bound by Python's dispatch rather than by their matrix products:
-# there each lane keeps a core busy that the other would leave waiting (the tiny preset, about a million parameters).
-# A model whose products already use every thread (SmolLM2-135M) only splits them: each lane gets one thread, and
-# the longer lane (MR, then Prior-Aware) runs on one core long after the other has finished (docs/results.md).
-LANES_BELOW_PARAMS = 50_000_000
 
 
 @contextlib.contextmanager
