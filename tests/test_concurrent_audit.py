@@ -44,3 +44,11 @@ def test_auto_runs_lanes_for_a_dispatch_bound_model_only(compose, tmp_path):
     assert sum(p.numel() for p in tiny.parameters()) < LANES_BELOW_PARAMS < sum(p.numel() for p in wide.parameters())
     assert lanes_pay("auto", tiny) and not lanes_pay("auto", wide)
     assert lanes_pay(True, wide) and not lanes_pay(False, tiny)  # an explicit setting is obeyed
+
+
+def test_lanes_without_a_merged_copy_are_refused_before_the_run(compose):
+    import pytest
+
+    with pytest.raises(ValueError, match="audit.concurrent=true needs audit.merge_adapter=true"):
+        from_dict(compose("audit.concurrent=true", "audit.merge_adapter=false"))
+    assert from_dict(compose("audit.merge_adapter=false")).audit.concurrent == "auto"  # auto runs one lane

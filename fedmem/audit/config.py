@@ -73,6 +73,9 @@ class AuditConfig:
             raise ValueError(f"audit.common_draw must be >= 0, got {self.common_draw}")
         if self.generation_batch_size != "auto":
             positive(self, "audit", "generation_batch_size")
+        if self.concurrent is True and not self.merge_adapter:
+            raise ValueError("audit.concurrent=true needs audit.merge_adapter=true (the methods that switch the "
+                             "adapter off must not do it under a running generation); set one of them otherwise")
         for name in ("samples_per_client", "test_per_client"):
             if getattr(self, name) != "all":
                 positive(self, "audit", name)
