@@ -38,16 +38,7 @@ from fedmem.engine.train import train_local
 
 def matmul_rate(tokens: int, shapes: list[tuple[int, int]], repeats: int = 5) -> float:
     """float32 FLOP/s of ``torch.mm`` over ``[tokens, k] @ [k, n]`` for the model's projection shapes."""
-    flops, seconds = 0.0, 0.0
-    for k, n in shapes:
-        a, b = torch.randn(tokens, k), torch.randn(k, n)
-        torch.mm(a, b)  # warm-up
-        t = time.perf_counter()
-        for _ in range(repeats):
-            torch.mm(a, b)
-        seconds += time.perf_counter() - t
-        flops += 2.0 * tokens * k * n * repeats
-    return flops / seconds
+    return step_rate(tokens, [(k, n, 1) for k, n in shapes], repeats)[0]
 
 
 def step_shapes(c) -> list[tuple[int, int, int]]:
