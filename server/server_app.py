@@ -17,8 +17,8 @@ from flwr.serverapp import Grid, ServerApp
 from fedmem.config import ExperimentConfig, load_config
 from fedmem.experiment.auditor import training_auditor
 from fedmem.experiment.lifecycle import record_failure
-from fedmem.federation.canary_clients import is_canary
-from fedmem.federation.privacy import flower_wrapper, sampled_clients
+from fedmem.federation.canary_clients import RELEASE_STREAM, is_canary
+from fedmem.federation.privacy import NOISE_STREAM, flower_wrapper, sampled_clients, seeded_noise
 from fedmem.federation.rounds import (
     Reply,
     RoundFailedError,
@@ -54,9 +54,7 @@ def build_strategy(cfg: ExperimentConfig):
     aggregate = lambda records, key: MetricRecord(  # noqa: E731
         aggregate_train_metrics([m for r in records if not is_canary(int((m := _metrics(r))["partition_id"]),
                                                                      cfg.num_clients)], key))
-    # Flower's noise is calibrated to the replies it averages, canaries included, so that its noise on the sum is z C
-    averaged = sampled_clients(cfg.strategy, cfg.num_clients) + (canaries.per_round if canaries else 0)
-    wrapper = flower_wrapper(cfg.defense, averaged)
+    wrapper = flower_wrapper(cfg.defense, sampled_clients(cfg.strategy, cfg.num_clients))
     if wrapper:  # Flower's adaptive-clipping wrappers, corrected to Andrew et al.'s rule (server/adaptive_clipping.py)
         outer = CORRECTED.get(wrapper[0]) or getattr(flwr.serverapp.strategy, wrapper[0])
         args, kwargs = (cls(**arguments, train_metrics_aggr_fn=aggregate),), wrapper[1]
@@ -66,13 +64,13 @@ def build_strategy(cfg: ExperimentConfig):
     class Recording(outer):
         def configure_train(self, server_round, arrays, config, grid):
             self.clipping[server_round] = getattr(self, "clipping_norm", None)  # adaptive: this round's norm
-            self.current = arrays
+            self.current, self.offset = arrays, int(config.get("round-offset", 0))
             if canaries:  # Flower samples the real clients among their own nodes, as it would without canaries
                 grid = canaries.real_nodes(grid)
             messages = list(super().configure_train(server_round, arrays, config, grid))
             self.sampled[server_round] = len(messages)
             if canaries and messages:
-                messages += canaries.messages(server_round + int(config.get("round-offset", 0)), messages)
+                messages += canaries.messages(server_round + self.offset, messages)
             return messages
 
         def aggregate_train(self, server_round, replies):
@@ -94,15 +92,33 @@ def build_strategy(cfg: ExperimentConfig):
             if self.keep_updates:  # each client's update as the server received it, for the audits (SPEC §11)
                 self.keep_updates(server_round, {int(r.content["metrics"]["partition_id"]):
                                                  r.content["arrays"].to_torch_state_dict() for r in trained})
-            if not planted:
-                return super().aggregate_train(server_round, trained)
-            arrays, metrics = super().aggregate_train(server_round,
-                                                      trained + canaries.prepared(planted, trained, self.current))
-            return canaries.released(arrays, self.current, len(trained), len(planted)), metrics
+            with seeded_noise(cfg.seed, NOISE_STREAM, server_round + self.offset):
+                arrays, metrics = super().aggregate_train(server_round, trained)
+            if planted:
+                self.canary_release(server_round, trained, canaries.prepared(planted, trained, self.current))
+            return arrays, metrics
+
+        def canary_release(self, server_round, trained, planted):
+            """The round's canary release (fedmem.federation.canary_clients): the real replies (already clipped:
+            clipping them again leaves them) and the canaries' through the same wrapper, its noise calibrated to
+            all of them and drawn apart; kept for the client-level audit, never the global model."""
+            run_round, real = server_round + self.offset, getattr(self, "num_sampled_clients", None)
+            if real is not None:
+                self.num_sampled_clients = real + len(planted)
+            try:
+                with seeded_noise(cfg.seed, RELEASE_STREAM, run_round):
+                    arrays, _ = super().aggregate_train(server_round, trained + planted)
+            finally:
+                if real is not None:
+                    self.num_sampled_clients = real
+            release = canaries.released(arrays, self.current, len(trained), len(planted))
+            if release is not None and self.keep_canary_release:
+                self.keep_canary_release(run_round, release.to_torch_state_dict())
 
     strategy = Recording(*args, **kwargs)
     strategy.train_log, strategy.sampled, strategy.participation, strategy.clipping = {}, {}, {}, {}
     strategy.keep_updates = None  # (round, {client: adapter}) -> None: set when the run keeps its clients' updates
+    strategy.keep_canary_release = None  # (run round, adapter) -> None: where the canary release goes
     return strategy
 
 
@@ -113,6 +129,7 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
     strategy = build_strategy(cfg)
     if auditor.archive.writes:
         strategy.keep_updates = lambda r, states: auditor.archive.save_updates(r + start_round, states)
+    strategy.keep_canary_release = auditor.archive.save_canary_release
 
     def evaluate(flower_round: int, arrays: ArrayRecord) -> MetricRecord:
         if start_round and flower_round == 0:  # the round we continue from was audited before the interruption

@@ -1,7 +1,8 @@
 """The client-level estimate from canary clients (docs/spec.md §10): the ε of two Gaussians, one round of the
 Gaussian mechanism against its analytic ε, and canary clients in the real Flower simulation: sampled, clipped and
-noised like the real clients, leaving the real clients' release, figures and budget as they were; both empirical
-figures 0 at round 0 and never above the accountant's ε."""
+noised like the real clients into a release of their own, leaving the global model bit for bit, the real clients'
+figures and budget as they are without canaries; both empirical figures 0 at round 0 and never above the
+accountant's ε."""
 
 import json
 from pathlib import Path
@@ -78,6 +79,8 @@ RUNS = {  # name -> (overrides, rounds)
     "z2": (["defense=dp", "defense.noise_multiplier=2.0"], 2),
     "z8": (["defense=dp", "defense.noise_multiplier=8.0"], 1),
     "none": ([], 1),
+    "z0.5 alone": (["defense=dp", "defense.noise_multiplier=0.5", "data.audit_canary_clients=0",
+                    "audit.methods=[utility,one_run]"], 1),
 }
 
 
@@ -97,7 +100,7 @@ def canary_runs(tmp_path_factory, cache_dir):
                               "audit.one_run.k_plus=4", "audit.one_run.k_minus=4", f"defense.clipping_norm={C}",
                               "audit.methods=[utility,one_run,canary_clients]", f"strategy.num_rounds={rounds}",
                               *extra])
-            built[name] = Path(run_experiment(d, str(tmp_path_factory.mktemp(name))))
+            built[name] = Path(run_experiment(d, str(tmp_path_factory.mktemp(name.replace(" ", "-")))))
         return built[name]
 
     return get
@@ -107,8 +110,14 @@ def _report(run: Path, r: int) -> dict:
     return json.loads((run / f"round_{r}" / "report.json").read_text())
 
 
-def _change(run: Path, r: int) -> np.ndarray:
-    a, b = (load_file(str(run / f"round_{s}" / "adapter" / "adapter_model.safetensors")) for s in (r - 1, r))
+def _adapter(run: Path, r: int, folder: str = "adapter") -> dict:
+    return load_file(str(run / f"round_{r}" / folder / "adapter_model.safetensors"))
+
+
+def _change(run: Path, r: int, folder: str = "adapter") -> np.ndarray:
+    """Round r's change from round r - 1's global adapter: of the global adapter, or of the round's canary release
+    (``folder="canary_release"``)."""
+    a, b = _adapter(run, r - 1), _adapter(run, r, folder)
     return torch.cat([(b[k].double() - a[k].double()).flatten() for k in sorted(a)]).numpy()
 
 
@@ -133,21 +142,42 @@ def test_empirical_epsilons_stay_under_the_accountants_and_are_0_before_training
 
 
 def test_canaries_are_clipped_to_C_and_the_real_clients_keep_their_noise_and_share(canary_runs):
-    """z = 0.5, C = 0.05, 2 real clients: the release gets N(0, (zC/2)²) per weight, as without canaries, and each
-    of the 32 canaries, sent at 10 C, adds C/2 along its own direction after Flower's clipping."""
-    change = _change(canary_runs("z0.5"), 1)
-    assert float(change.std()) == pytest.approx(0.5 * C / 2, rel=0.03)
-    along = np.array([unit_direction(0, j, len(change)) @ change for j in range(64)])
+    """z = 0.5, C = 0.05, 2 real clients: the canary release gets N(0, (zC/2)²) per weight, as the global model does,
+    and each of the 32 canaries, sent at 10 C, adds C/2 along its own direction after Flower's clipping. The global
+    model, which no canary reaches, shows none of them."""
+    run = canary_runs("z0.5")
+    release, model = _change(run, 1, "canary_release"), _change(run, 1)
+    assert float(release.std()) == pytest.approx(0.5 * C / 2, rel=0.03)
+    assert float(model.std()) == pytest.approx(0.5 * C / 2, rel=0.03)
+    along = np.array([unit_direction(0, j, len(release)) @ release for j in range(64)])
     assert along[:32].mean() == pytest.approx(C / 2, abs=0.008)  # noise along a direction: sd zC/2, over 32: 0.0022
     assert abs(along[32:].mean()) < 0.008  # never inserted
+    in_model = np.array([unit_direction(0, j, len(model)) @ model for j in range(32)])
+    assert abs(in_model.mean()) < 0.008
+    # the two releases' noise are draws apart: their difference is not the canaries alone
+    assert float(np.corrcoef(release - model, model)[0, 1]) < 0.5
+
+
+def test_the_global_model_is_the_run_without_canary_clients(canary_runs):
+    """The canary clients change nothing the real clients' figures are read from: the same seeded DP run without
+    them releases the same global adapter, bit for bit, and the same utility."""
+    with_canaries, alone = canary_runs("z0.5"), canary_runs("z0.5 alone")
+    for r in (0, 1):
+        a, b = _adapter(with_canaries, r), _adapter(alone, r)
+        assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+        assert _report(with_canaries, r)["audit"]["utility"]["headline"] == \
+            _report(alone, r)["audit"]["utility"]["headline"]
+    assert not (alone / "round_1" / "canary_release").exists()
 
 
 def test_without_dp_a_canary_adds_the_median_real_update_over_the_real_clients(canary_runs):
     run = canary_runs("none")
-    report, change = _report(run, 1), _change(run, 1)
+    report, change = _report(run, 1), _change(run, 1, "canary_release")
     median = float(np.median([t["update_norm"] for t in report["train"]]))
     along = np.array([unit_direction(0, j, len(change)) @ change for j in range(32)])
     assert along == pytest.approx(median / 2, rel=0.1)
+    model = _change(run, 1)
+    assert np.abs([unit_direction(0, j, len(model)) @ model for j in range(32)]).max() < median / 20
     assert report["audit"]["canary_clients"]["headline"]["epsilon_final"] > 100  # no noise hides a canary
     assert [t["client"] for t in report["train"]] == [0, 1]
     assert "canary_client_cosines.png" in (run / "round_1" / "report.md").read_text()

@@ -135,10 +135,12 @@ class RoundNotKept(LookupError):
 
 class RoundArchive(Protocol):
     """What a run kept of its rounds beyond the audited model (``fedmem.experiment.archive``): the global adapter of
-    every saved round, and each client's update of a round while the run keeps them (the adapter the client sent the
-    server). Only the audited model reads it, for the methods that look past one round (``AuditedModel``)."""
+    every saved round, each client's update of a round while the run keeps them (the adapter the client sent the
+    server), and each round's canary release where the run has canary clients. Only the audited model reads it, for the methods that look past one round (``AuditedModel``)."""
 
     def global_adapter(self, round_: int) -> dict | None: ...
+
+    def canary_release(self, round_: int) -> dict | None: ...
 
     def client_updates(self, round_: int) -> dict[int, dict] | None: ...
 
@@ -320,6 +322,11 @@ class AuditedModel:
         if server_round == self.round:
             return adapter_state(self.model)
         return self.archive.global_adapter(server_round) if self.archive is not None else None
+
+    def canary_release(self, server_round: int) -> dict | None:
+        """Round ``server_round``'s release with the run's canary clients averaged in (an adapter state; None where
+        the run kept none): what the client-level audit reads in place of the global model."""
+        return self.archive.canary_release(server_round) if self.archive is not None else None
 
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under

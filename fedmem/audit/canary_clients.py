@@ -2,22 +2,24 @@
 Federated Learning", ICLR 2024): how far the released global model reveals one client's update, in ε.
 
 The data names k canary clients (``data.audit_canary_clients``); the federation sends each one's fixed random direction
-through the round like a real client's update (``fedmem.federation.canary_clients``). This method draws the same k
-directions and k' more that were never inserted (``unseen``), all from the run's seed (``fedmem.engine.directions``),
-and after each round takes the cosine between each direction and the global model's change:
+through the round like a real client's update, into the round's *canary release*: the round's aggregate with the
+canaries averaged in, noised like the global model with a draw of its own, that nothing trains on
+(``fedmem.federation.canary_clients``). This method draws the same k directions and k' more that were never inserted
+(``unseen``), all from the run's seed (``fedmem.engine.directions``), and after each round takes the cosine between
+each direction and the release's change, Δ_s = (canary release of round s) − θ_(s−1):
 
-- **final model** (the adversary sees the model of this round only): the change since round 0, θ_r - θ_0;
-- **every round** (the adversary sees every round's model): each round's change θ_s - θ_(s-1), s = 1..r, and per
-  direction the largest of those cosines.
+- **final model** (the adversary sees the model of this round only): the change since round 0, Δ_1 + ... + Δ_r;
+- **every round** (the adversary sees every round's model): each round's change Δ_s, s = 1..r, and per direction the
+  largest of those cosines.
 
-A direction never inserted is independent of the model, so its cosine is distributed as the null (about N(0, 1/d) in
-d dimensions); an inserted one is shifted by its own contribution. As the paper does, a Gaussian is fitted to each
+A direction never inserted is independent of the release, so its cosine is distributed as the null (about N(0, 1/d)
+in d dimensions); an inserted one is shifted by its own contribution. As the paper does, a Gaussian is fitted to each
 set of statistics (unseen, inserted) and the estimate is the ε at the run's δ of telling the two Gaussians apart
 (:func:`gaussian_pair_epsilon`): for one round of the Gaussian mechanism it is that mechanism's ε for a client whose
 update has norm C (the paper's analysis, asymptotically in d). It is an estimate, not a bound: its interval is a
 percentile bootstrap over the canaries (inserted and unseen resampled apart). At round 0 nothing has changed and it is
-0. Earlier rounds' adapters are read back from the run (``AuditedModel.global_adapter``), so a resumed run or a
-re-audit of some rounds gives the same figures.
+0. The releases and earlier rounds' adapters are read back from the run (``AuditedModel.canary_release``,
+``AuditedModel.global_adapter``), so a resumed run or a re-audit of some rounds gives the same figures.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ class CanaryClients(AuditMethod):
 
     @classmethod
     def round_cost(cls, cfg: CanaryClientsConfig, clients: int) -> str:
-        return "no model pass: cosines of the global model's change with each canary direction"
+        return "no model pass: cosines of the canary release's change with each canary direction"
 
     def __init__(self, cfg: CanaryClientsConfig, pool: AuditPool):
         super().__init__(cfg, pool)
@@ -174,7 +176,8 @@ class CanaryClients(AuditMethod):
             raise ValueError("audit.canary_clients measures the data's canary clients, and this data has fewer than "
                              "2: set data.audit_canary_clients")
         self.unseen = cfg.unseen or self.inserted
-        self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with θ_s - θ_(s-1)
+        self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with Δ_s
+        self.total: tuple[int, np.ndarray] | None = None  # (r, Δ_1 + ... + Δ_r) of the last round audited
 
     def _cosines(self, deltas: list[np.ndarray]) -> np.ndarray:
         """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change). Each dot
@@ -194,7 +197,7 @@ class CanaryClients(AuditMethod):
         out = {"config": asdict(self.cfg), "inserted": self.inserted, "unseen": self.unseen, "delta": self.cfg.delta}
         if r == 0:  # the model has not changed: nothing to see of any canary
             return {**out, "headline": {"epsilon_final": 0.0, "epsilon_every_round": 0.0}, "canaries": []}
-        states = {}
+        states, changes = {}, {}
 
         def state(s: int) -> np.ndarray | None:
             if s not in states:
@@ -202,15 +205,26 @@ class CanaryClients(AuditMethod):
                 states[s] = None if adapter is None else flat(adapter)
             return states[s]
 
-        missing = [s for s in range(1, r + 1) if s not in self.round_cosines
-                   and state(s) is not None and state(s - 1) is not None]
-        deltas = [state(s) - state(s - 1) for s in missing]
-        final = None if state(0) is None else state(r) - state(0)
-        wanted = deltas + ([final] if final is not None else [])
+        def change(s: int) -> np.ndarray | None:  # Δ_s
+            if s not in changes:
+                release, before = audited.canary_release(s), state(s - 1)
+                changes[s] = None if release is None or before is None else flat(release) - before
+            return changes[s]
+
+        missing = [s for s in range(1, r + 1) if s not in self.round_cosines and change(s) is not None]
+        done, total = self.total if self.total is not None and self.total[0] <= r else (0, None)
+        for s in range(done + 1, r + 1):  # summed in round order, so a re-audit of one round has the same bits
+            if change(s) is None:
+                total = None
+                break
+            total = change(s).copy() if total is None else total + change(s)
+        if total is not None:
+            self.total = (r, total)
+        wanted = [change(s) for s in missing] + ([total] if total is not None else [])
         cosines = self._cosines(wanted) if wanted else []
         self.round_cosines.update(zip(missing, cosines))
         statistics = {}
-        if final is not None:
+        if total is not None:
             statistics["final"] = cosines[-1]
         if all(s in self.round_cosines for s in range(1, r + 1)):
             statistics["every_round"] = np.max([self.round_cosines[s] for s in range(1, r + 1)], axis=0)
@@ -232,6 +246,6 @@ class CanaryClients(AuditMethod):
                 for j in range(self.inserted + self.unseen)]
         out = {**out, "headline": headline, "fits": fits, "canaries": rows}
         if len(statistics) < len(THREATS):
-            out["note"] = ("Earlier rounds' global adapters are not all saved with this run: a figure that needs them "
-                           "is n/a.")
+            out["note"] = ("The run did not keep every round's canary release or global adapter up to this one: a "
+                           "figure that needs them is n/a.")
         return out

@@ -1,7 +1,7 @@
 """Random unit directions in an adapter's parameter space, the same in every process from the run's seed.
 
 A canary client's update is one of them (``fedmem.federation.canary_clients``) and the client-level audit measures the
-global model's change along each (``fedmem.audit.canary_clients``): both must draw the same vector from the seed and
+canary release's change along each (``fedmem.audit.canary_clients``): both must draw the same vector from the seed and
 the direction's index alone, whichever process (a Ray actor, the server) asks. A direction is drawn uniformly on the
 unit sphere of the flattened adapter (a standard normal vector over every weight, normalised), the weights taken in
 the order of their sorted names, so the draw does not depend on the order a state dict lists them in.

@@ -7,6 +7,9 @@
   only while a method that scores them is enabled (``AuditMethod.scores_updates``: source inference) or
   ``audit.keep_updates`` asks for them, and removed as soon as their round is audited unless ``audit.keep_updates``
   keeps them for re-audits. A centralized run has no clients and writes none.
+- ``round_<r>/canary_release/``: the round's release with its canary clients averaged in
+  (``fedmem.federation.canary_clients``), written by the server of a run that has canary clients; the client-level
+  audit reads it, nothing trains on it.
 
 :class:`RunArchive` is the audit core's ``RoundArchive`` over one run directory: a training run's own, which
 writes and removes the updates, or a re-audited run's, which it only reads.
@@ -27,6 +30,7 @@ from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
 
 UPDATES = "updates"  # round_<r>/updates/: each client's update of the round
+CANARY_RELEASE = "canary_release"  # round_<r>/canary_release/: the round's release with its canary clients
 
 
 def adapter_file(run_dir, server_round: int) -> Path:
@@ -97,6 +101,18 @@ class RunArchive:
     def global_adapter(self, server_round: int) -> dict | None:
         path = adapter_file(self.run_dir, server_round)
         return load_file(str(path)) if path.is_file() else None
+
+    def _canary_release_file(self, server_round: int) -> Path:
+        return self.run_dir / f"round_{server_round}" / CANARY_RELEASE / "adapter_model.safetensors"
+
+    def canary_release(self, server_round: int) -> dict | None:
+        path = self._canary_release_file(server_round)
+        return load_file(str(path)) if path.is_file() else None
+
+    def save_canary_release(self, server_round: int, state: dict) -> None:
+        """The round's canary release (an adapter state), written before the round is audited."""
+        with atomic_path(self._canary_release_file(server_round)) as tmp:
+            save_file({k: v.contiguous() for k, v in state.items()}, str(tmp))
 
     def _update_files(self, server_round: int) -> dict[int, Path]:
         folder = self.updates_dir(server_round)

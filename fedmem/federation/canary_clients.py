@@ -10,14 +10,18 @@ gives it its norm C. They never train.
 seeded draw of k m / N of the k (an integer, or the run is refused), so each is in a round with the real clients'
 probability m / N.
 
-**Their share of the aggregate.** The round's release is what it would be without them plus each canary's (clipped)
-update over the number of real clients averaged: DP-FedAvg over the real clients, the same noise on the same sum
-(z C, calibrated to m), and k m / N fixed vectors of norm C / m added. Flower averages the m + c replies it is given
-(noise calibrated to m + c there, so that its noise on the sum is still z C); the server scales that average's change
-by (m + c) / m (:func:`released`), a function of public numbers, so the real clients' budget is the accountant's for N
-clients, m sampled, exactly as without canaries. Without DP a canary counts as a client of the round's mean weight,
-with the norm of the round's median real update (nothing clips it). They enter no per-client table, no participation
-count and no train metric. Their cost to utility is the drift of k m / N fixed directions of norm C / m per round.
+**A release of their own.** The global model is DP-FedAvg over the real clients exactly as without canaries: the
+same replies, the same noise (the round's draw of ``privacy.NOISE_STREAM``), bit for bit. The canaries enter a second
+release of the round, the *canary release*, that the client-level audit reads and nothing trains on: Flower's same
+wrapper averages the real replies with the round's canaries (clipping them, its noise calibrated to the m + c replies
+so that the noise on the sum is z C) with a noise draw of its own (``RELEASE_STREAM``), and the server scales that
+average's change by (m + c) / m (:func:`released`). It is what the round would have released had the canaries taken
+part: each real update keeps its share of an average over the real clients, each canary adds its update over their
+number, the noise on the real clients' average is z C / m. Given the real clients' models, which never saw a canary,
+the canary releases are T rounds of the Gaussian mechanism with a client of norm C in or out, which is what the
+accountant bounds; the real clients' figures (model, utility, every other audit, budget) are those of the run
+without canaries. Without DP a canary counts as a client of the round's mean weight, with the norm of the round's
+median real update (nothing clips it). They enter no per-client table, no participation count and no train metric.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from fedmem.federation.strategies import CENTRALIZED, strategy_named
 
 SCALE = 10.0  # a canary is sent at 10 C: the clipping, not the canary client, gives it its norm
 SAMPLING_STREAM = 11  # the seed's generator stream of the canaries' draw each round
+RELEASE_STREAM = 13  # the seed's generator stream of the canary release's DP noise each round
 
 
 def per_round(canary_clients: int, strategy, num_clients: int) -> int:
@@ -48,11 +53,13 @@ def check(canary_clients: int, strategy, defense, num_clients: int) -> None:
         raise ValueError("data.audit_canary_clients: the centralized baseline has no clients to sample canaries "
                          "beside; set data.audit_canary_clients=0")
     if strategy_named(strategy.name).server_optimizer:
-        raise ValueError(f"data.audit_canary_clients with strategy={strategy.name}: a canary's share of the average "
-                         "is added to FedAvg's release, which a server optimizer does not make; use fedavg or fedprox")
+        raise ValueError(f"data.audit_canary_clients with strategy={strategy.name}: the canary release is a second "
+                         "aggregation of the round, which a server optimizer would take as a step of its own; use fedavg "
+                         "or fedprox")
     if defense.active and defense.clipping == "adaptive":
-        raise ValueError("data.audit_canary_clients with defense.clipping=adaptive: every canary is clipped, and its "
-                         "count would move the clipping norm the real clients get; use defense.clipping=fixed")
+        raise ValueError("data.audit_canary_clients with defense.clipping=adaptive: the canary release is a second "
+                         "aggregation of the round, which would move the clipping norm the real clients get a second "
+                         "time; use defense.clipping=fixed")
     m = sampled_clients(strategy, num_clients)
     if canary_clients * m % num_clients:
         raise ValueError(f"data.audit_canary_clients={canary_clients}: each round samples {m} of {num_clients} "
@@ -98,8 +105,8 @@ def with_norm(reply: list[np.ndarray], current: list[np.ndarray], norm: float) -
 
 
 def released(current: list[np.ndarray], averaged: list[np.ndarray], real: int, canaries: int) -> list[np.ndarray]:
-    """The round's release from Flower's average of ``real`` + ``canaries`` replies: its change from ``current``
-    scaled by (real + canaries) / real, so each real update keeps its share of an average over the real clients and
-    each canary adds its update over their number."""
+    """The round's canary release from Flower's average of ``real`` + ``canaries`` replies: its change from
+    ``current`` scaled by (real + canaries) / real, so each real update keeps its share of an average over the real
+    clients and each canary adds its update over their number."""
     factor = (real + canaries) / real
     return [b + ((a.astype(np.float64) - b) * factor).astype(b.dtype) for a, b in zip(averaged, current)]

@@ -23,12 +23,16 @@ wrapper's noise does not cover, and is refused; adaptive clipping follows Andrew
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from fedmem.common.fields import check_fields, option
 from fedmem.federation.strategies import strategy_named
 
+NOISE_STREAM = 12  # the seed's generator stream of the DP noise on each round's release
 ACCOUNTANT = "RDP (dp-accounting), client-level, replace-one, fixed-size sampling without replacement"
 
 
@@ -202,3 +206,17 @@ def client_mod(defense: DefenseConfig) -> str | None:
     if not defense.active or defense.side != "client":
         return None
     return "fixedclipping_mod" if defense.clipping == "fixed" else "adaptiveclipping_mod"
+
+
+@contextmanager
+def seeded_noise(seed: int, stream: int, run_round: int):
+    """numpy's global generator, from which Flower's DP wrappers draw their Gaussian noise, seeded for one round's
+    aggregation from (``seed``, ``stream``, ``run_round``) and given back as it was. A seeded run (and a resumed one)
+    then draws the same noise every time; a deployment would keep its noise secret, a study must repeat it. Each
+    release has a stream of its own, so two releases of one round get independent draws."""
+    state = np.random.get_state()
+    np.random.seed(np.random.SeedSequence([seed, stream, run_round]).generate_state(8))
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
