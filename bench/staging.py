@@ -113,14 +113,16 @@ def watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Pr
     """Wait until ``until()`` holds (the process still running), noting every process it started meanwhile, with
     its command line."""
     seen, deadline, me = {}, time.time() + seconds, psutil.Process(proc.pid)
-    while not until():
-        assert proc.poll() is None and time.time() < deadline, "the run ended or stalled before the awaited point"
+    while True:
+        reached = until()
         with contextlib.suppress(psutil.NoSuchProcess):
-            for child in me.children(recursive=True):
-                if child not in seen:
+            for child in me.children(recursive=True):  # read again each time: a child forked a moment ago has
+                with contextlib.suppress(psutil.NoSuchProcess):  # its parent's command line until it execs
                     seen[child] = " ".join(child.cmdline())
+        if reached:
+            return seen
+        assert proc.poll() is None and time.time() < deadline, "the run ended or stalled before the awaited point"
         time.sleep(0.2)
-    return seen
 
 
 def left(processes, seconds: float = 10) -> list[str]:
@@ -145,6 +147,15 @@ def interrupted(finished: Path, to: Path) -> Path:
 
 def cut(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def ray_started(proc: subprocess.Popen) -> bool:
+    """Whether Ray's raylet is among the run's processes (the simulation's backend has started)."""
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "raylet" in " ".join(child.cmdline()):
+                return True
+    return False
 
 
 def clients_train(proc: subprocess.Popen) -> bool:

@@ -19,7 +19,19 @@ import psutil
 import pytest
 from safetensors.torch import load_file
 
-from bench.staging import FAST, PLUGIN, clients_train, cut, fedmem, fedmem_env, interrupted, left, start, watch
+from bench.staging import (
+    FAST,
+    PLUGIN,
+    clients_train,
+    cut,
+    fedmem,
+    fedmem_env,
+    interrupted,
+    left,
+    ray_started,
+    start,
+    watch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +97,8 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
 
     proc = start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
     try:
-        started = watch(proc, lambda: (stopped / "round_0" / "report.json").is_file())  # round 1 starts now
+        # round 1 starts once round 0 is audited; Ray may start after that on a loaded machine
+        started = watch(proc, lambda: (stopped / "round_0" / "report.json").is_file() and ray_started(proc))
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
     finally:
