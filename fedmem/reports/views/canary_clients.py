@@ -43,8 +43,6 @@ class CanaryClientsView(View):
             lines.append(f"| {label} | {WHAT[threat]} | {' | '.join(cells)} | {_epsilon(h, threat)} |")
         if not section.get("canaries"):
             lines += ["", "Round 0: the model has not changed, so no canary can show; the estimate is 0."]
-        if section.get("note"):
-            lines += ["", section["note"]]
         return "\n".join(lines)
 
     def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:

@@ -44,8 +44,6 @@ class MembershipInferenceView(View):
         if skipped["train"] or skipped["test"]:
             lines += ["", f"Passed over for a suffix shorter than {cfg['suffix_len']} tokens: {skipped['train']} "
                           f"train and {skipped['test']} test samples."]
-        if section.get("note"):
-            lines += ["", section["note"]]
         return "\n".join(lines)
 
     def summary(self, first: dict, last: dict) -> str:

@@ -41,8 +41,6 @@ class OneRunView(View):
             f"probability {1 - section['confidence']:.0%}. Under DP, compare it with the accountant's ε (Defense, on "
             f"this page). ROC AUC of the score, trained on against held out: {score_ci(h['auc'], None)}.",
         ]
-        if section.get("note"):
-            lines += ["", section["note"]]
         return "\n".join(lines)
 
     def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
