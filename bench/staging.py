@@ -149,19 +149,20 @@ def cut(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-def ray_started(proc: subprocess.Popen) -> bool:
-    """Whether Ray's raylet is among the run's processes (the simulation's backend has started)."""
+def runs(proc: subprocess.Popen, fragment: str) -> bool:
+    """Whether one of the run's processes has ``fragment`` in its command line."""
     for child in psutil.Process(proc.pid).children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if "raylet" in " ".join(child.cmdline()):
+            if fragment in " ".join(child.cmdline()):
                 return True
     return False
+
+
+def ray_started(proc: subprocess.Popen) -> bool:
+    """Whether Ray's raylet is among the run's processes (the simulation's backend has started)."""
+    return runs(proc, "raylet")
 
 
 def clients_train(proc: subprocess.Popen) -> bool:
     """Whether one of the run's processes is a Flower ClientApp actor (a client's Ray worker)."""
-    for child in psutil.Process(proc.pid).children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "ClientAppActor" in " ".join(child.cmdline()):
-                return True
-    return False
+    return runs(proc, "ClientAppActor")
