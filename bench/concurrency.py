@@ -1,9 +1,9 @@
-"""The default round's audit three ways, side by side in one process: one method after another; MR then Prior-Aware
-in a thread beside the other methods (the lane as it ran before it had a process of its own); and as the default
-does (``audit.concurrent``), that lane in a process of its own. For each, the audit's wall time, each method's
-seconds, and the CPU time of this process and its helper processes over the wall time (how many of the cores the
-audit kept busy); then whether the three audits' sections are identical. Each auditor audits round 0 first, untimed
-(the lane's process starts then, once per run), and the round audited is timed.
+"""The default round's audit three ways, side by side in one process: one method after another; as the earlier
+default did (``audit.mr.n=600``, MR alone beside the other methods); and as the default does (``audit.mr.n=200``, MR
+then Prior-Aware in a lane beside the others, ``audit.concurrent``). For each, the audit's wall time, each method's seconds, the CPU time of
+the process and its helper processes over the wall time (how many of the cores the audit kept busy); then whether
+the sections that do not depend on MR's size are identical across the three, and whether the two audits at the
+default sizes are identical.
 
     python bench/concurrency.py                              # a one-epoch adapter on the default data (cached)
     python bench/concurrency.py --run runs/<dir> --round 3   # a saved round of a run made with the default config
@@ -27,12 +27,12 @@ from round import trained_adapter  # noqa: E402  (bench/round.py: the cached one
 from fedmem.config.compose import compose_dict  # noqa: E402
 from fedmem.config.experiment import from_dict  # noqa: E402
 from fedmem.experiment.archive import saved_adapter  # noqa: E402
+from fedmem.audit.prior_aware import PriorAwareMemorization  # noqa: E402
 from fedmem.experiment.auditor import make_auditor  # noqa: E402
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and its live children (the detector's spaCy helpers, the lane's
-    process)."""
+    """User + system CPU seconds of this process and its live children (the detector's spaCy helpers)."""
     me = psutil.Process()
     procs = [me, *me.children(recursive=True)]
     total = 0.0
@@ -45,18 +45,21 @@ def cpu_seconds() -> float:
     return total
 
 
-def audit(state: dict, overrides: list[str], concurrent: bool, process: bool = True) -> tuple[dict, float, float]:
-    """(the round's report, wall seconds, CPU seconds) of one audit of ``state`` after an untimed one of round 0;
-    ``process=False``: the second lane in a thread of this process."""
+def audit(state: dict, overrides: list[str], concurrent: bool, pa_apart: bool = True) -> tuple[dict, float, float]:
+    """(the round's report, wall seconds, CPU seconds) of one audit of ``state``; ``pa_apart=False``: Prior-Aware in
+    the first lane, as before it joined MR's."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = from_dict({**compose_dict([*overrides, f"audit.concurrent={concurrent}", "train.progress=false"]),
                          "run_dir": tmp})
         auditor = make_auditor(cfg, source={"kind": "bench"}, save_adapters=False)
-        auditor.lane_process = process
-        auditor.evaluate(0, auditor.initial_adapter())
-        cpu, wall = cpu_seconds(), time.perf_counter()
-        auditor.evaluate(1, state)
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu  # before finish: the lane's process is alive
+        auditor.pool  # noqa: B018  (built with the auditor, outside the timed audit)
+        PriorAwareMemorization.runs_apart = pa_apart
+        try:
+            cpu, wall = cpu_seconds(), time.perf_counter()
+            auditor.evaluate(1, state)
+            wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        finally:
+            PriorAwareMemorization.runs_apart = True
         report = json.loads((Path(tmp) / "round_1" / "report.json").read_text())
         auditor.finish()
     return report, wall, cpu
@@ -73,12 +76,12 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             state = trained_adapter(from_dict({**compose_dict(args.overrides), "run_dir": tmp}))
-    arms = [("one method after another", False, True),
-            ("MR then Prior-Aware in a thread beside the others", True, False),
-            ("MR then Prior-Aware in a process beside the others (default)", True, True)]
+    arms = [("one method after another (n = 200)", args.overrides, False, True),
+            ("earlier default: n = 600, MR alone beside the others", [*args.overrides, "audit.mr.n=600"], True, False),
+            ("default: n = 200, MR then Prior-Aware beside the others", args.overrides, True, True)]
     rows, sections = [], []
-    for name, concurrent, process in arms:
-        report, wall, cpu = audit(state, args.overrides, concurrent, process)
+    for name, overrides, concurrent, pa_apart in arms:
+        report, wall, cpu = audit(state, overrides, concurrent, pa_apart)
         sections.append(report["audit"])
         t = report["timings"]
         methods = ", ".join(f"{m} {t[m]:.1f} s" for m in report["audit"])
@@ -86,9 +89,10 @@ def main() -> None:
     print("| audit | wall (s) | CPU (s) | CPU / wall | per method |\n|---|---|---|---|---|")
     for name, wall, cpu, methods in rows:
         print(f"| {name} | {wall:.1f} | {cpu:.1f} | {cpu / wall:.2f} | {methods} |")
-    print(f"\nwall time: one after another / process lane {rows[0][1] / rows[2][1]:.2f}x, thread lane / process lane "
-          f"{rows[1][1] / rows[2][1]:.2f}x; the three audits' sections identical: "
-          f"{sections[0] == sections[1] == sections[2]}")
+    others = [{m: s for m, s in section.items() if m != "mr"} for section in sections]
+    print(f"\nwall time: earlier default / default {rows[1][1] / rows[2][1]:.2f}x, one after another / default "
+          f"{rows[0][1] / rows[2][1]:.2f}x; every section but MR's identical in the three: "
+          f"{others[0] == others[1] == others[2]}; the two audits at n = 200 identical: {sections[0] == sections[2]}")
 
 
 if __name__ == "__main__":

@@ -52,8 +52,7 @@ class AuditConfig:
               "same function, one matrix product per projection instead of three); false = on the peft model")
     concurrent: bool | Literal["auto"] = option(
         "auto", "audit the methods that share no model request with another (MR, then Prior-Aware) in a second lane "
-                "beside the others, each lane on its share of the cores (the lane in a process of its own where the "
-                "model is the run's, in a thread otherwise); the requests are the same either way, and "
+                "beside the others, each lane on its share of the cores; the requests are the same either way, and "
                 "so are the figures up to the rounding of torch's thread count (a sampled token can turn on it). "
                 "auto = lanes for a model whose decoding steps are bound by Python's dispatch rather than by their "
                 "matrix products (fedmem.experiment.auditor.LANES_BELOW_PARAMS), one lane after another at every "

@@ -19,7 +19,6 @@ import torch
 from fedmem.audit import AUDIT_METHODS, AuditedModel
 from fedmem.audit.agreement import agreement
 from fedmem.audit.truth import method_verdicts, score_against_truth
-from fedmem.common.helper import HelperProcess
 from fedmem.common.progress import progress_bar
 from fedmem.config.experiment import ExperimentConfig
 from fedmem.engine.model.gguf import gguf_identity
@@ -48,16 +47,11 @@ class Auditor:
     in ``round_<r>/adapter`` (a training run does; an audit of saved or external models has them already).
     ``plan``: the run's audit pool and method configs (``fedmem.experiment.loading.audit_plan``), built and checked
     by the caller before anything was written. ``archive``: the run's other rounds and clients' updates, for the
-    methods that look past the audited model (None: an audit of this model alone). ``lane_process``: the model and
-    plan are what ``make_auditor`` builds from ``cfg``, so a process of its own can build them again and run the
-    second lane there (:class:`Lane`)."""
+    methods that look past the audited model (None: an audit of this model alone)."""
 
     def __init__(self, cfg: ExperimentConfig, model, tokenizer, plan: AuditPlan, label: str = "fl",
-                 source: dict | None = None, save_adapters: bool = True, archive: RunArchive | None = None,
-                 lane_process: bool = False):
+                 source: dict | None = None, save_adapters: bool = True, archive: RunArchive | None = None):
         self.cfg, self.label, self.archive = cfg, label, archive
-        self.lane_process = lane_process
-        self.lane: HelperProcess | None = None  # the second lane's process, once started
         self.source, self.save_adapters = source or {"kind": "training"}, save_adapters
         self.run_dir = Path(cfg.run_dir)
         self.model, self.tokenizer = model, tokenizer
@@ -136,16 +130,32 @@ class Auditor:
     def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:
         """(each method's report section, the seconds each took and its stages') for the model as it is now."""
         audit = self.cfg.audit
-        audited = audited_model(self.cfg, self.pool, self.model, self.label, server_round, out, self.archive)
+        audited = AuditedModel(
+            pool=self.pool, round=server_round, model=self.model, label=self.label,
+            out_dir=str(out), batch_size=audit.batch_size,
+            generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
+            generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
+            show_progress=self.cfg.train.progress, archive=self.archive,
+        )
         apart = [n for n, m in self.methods.items() if m.runs_apart] if (
             lanes_pay(audit.concurrent, self.model) and audit.merge_adapter and len(self.methods) > 1) else []
         rest = [n for n in self.methods if n not in apart]
         done, start = {}, time.perf_counter()
         with progress_bar(len(self.methods), f"audit round {server_round}", self.cfg.train.progress) as bar:
-            if apart and self.lane_process:
-                done = self._beside_in_process(apart, rest, audited, bar)
-            else:
-                done = self._beside_in_thread(apart, rest, audited, bar)
+            if apart:
+                audited.computing_model  # built once, before the lanes share it  # noqa: B018
+            # one second lane, its methods one after another: at most two generations hold their caches at once
+            lanes = ThreadPoolExecutor(max_workers=1)
+            try:
+                with cores_shared_by(2 if rest and apart else 1):
+                    beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
+                    for name in rest:
+                        done[name] = self._audit_one(name, audited, bar)
+                    done |= {name: future.result() for name, future in beside.items()}
+            except BaseException:  # an error or Ctrl-C ends the round: the method beside is not waited for
+                lanes.shutdown(wait=False, cancel_futures=True)
+                raise
+            lanes.shutdown()
         sections, timings = {}, {"audit": round(time.perf_counter() - start, 3)}
         for name in self.methods:  # in the methods' order, however they ran
             sections[name], seconds, stages = done[name]
@@ -154,105 +164,19 @@ class Auditor:
                 timings[f"{name}_stages"] = stages
         return sections, timings
 
-    def _beside_in_thread(self, apart: list[str], rest: list[str], audited: AuditedModel, bar) -> dict:
-        """The ``apart`` methods one after another in a thread beside the others (none: all in this one)."""
-        done = {}
-        if apart:
-            audited.computing_model  # built once, before the lanes share it  # noqa: B018
-        # one second lane, its methods one after another: at most two generations hold their caches at once
-        lanes = ThreadPoolExecutor(max_workers=1)
-        try:
-            with cores_shared_by(2 if rest and apart else 1):
-                beside = {name: lanes.submit(self._audit_one, name, audited, bar) for name in apart}
-                for name in rest:
-                    done[name] = self._audit_one(name, audited, bar)
-                done |= {name: future.result() for name, future in beside.items()}
-        except BaseException:  # an error or Ctrl-C ends the round: the method beside is not waited for
-            lanes.shutdown(wait=False, cancel_futures=True)
-            raise
-        lanes.shutdown()
-        return done
-
-    def _beside_in_process(self, apart: list[str], rest: list[str], audited: AuditedModel, bar) -> dict:
-        """The ``apart`` methods in the lane's process (started at the first audit, kept for the run) while the
-        others run here: two interpreters, so neither waits for the other's lock on Python."""
-        threads = torch.get_num_threads()
-        if self.lane is None:
-            self.lane = HelperProcess("fedmem.experiment.auditor:Lane", (self.cfg, apart, self.label,
-                                       str(self.archive.run_dir) if self.archive else None), "the audit's second lane")
-        self.lane.submit((audited.round, adapter_state(self.model), audited.out_dir, max(1, threads // 2)))
-        try:
-            with cores_shared_by(2 if rest else 1):
-                done = {name: self._audit_one(name, audited, bar) for name in rest}
-            done |= self.lane.result()
-        except BaseException:  # an error or Ctrl-C ends the round, and the lane's reply would answer the next one
-            self.lane.kill()
-            self.lane = None
-            raise
-        for _ in apart:
-            bar.advance()
-        return done
-
     def _audit_one(self, name: str, audited: AuditedModel, bar) -> tuple[dict, float, dict | None]:
         """(the method's section, its seconds, its stages' seconds)."""
         bar.describe(f"audit round {audited.round}: {name}")
-        out = audit_method(self.methods[name], audited)
+        t = time.perf_counter()
+        section = self.methods[name].audit(audited)
+        seconds = round(time.perf_counter() - t, 3)
         bar.advance()
-        return out
+        return section, seconds, section.pop("seconds", None)
+
 
     def finish(self) -> None:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
         self.tracker.finish()
-        for method in self.methods.values():
-            method.close()
-        if self.lane is not None:
-            self.lane.close()
-
-
-def audited_model(cfg: ExperimentConfig, pool, model, label: str, server_round: int, out, archive,
-                  progress: bool | None = None) -> AuditedModel:
-    """The audited model of one round, with the run's audit settings (``progress``: its bars, the run's setting
-    unless told)."""
-    audit = cfg.audit
-    return AuditedModel(
-        pool=pool, round=server_round, model=model, label=label, out_dir=str(out), batch_size=audit.batch_size,
-        generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
-        generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
-        show_progress=cfg.train.progress if progress is None else progress, archive=archive,
-    )
-
-
-def audit_method(method, audited: AuditedModel) -> tuple[dict, float, dict | None]:
-    """(``method``'s section of ``audited``, its seconds, its stages' seconds)."""
-    t = time.perf_counter()
-    section = method.audit(audited)
-    return section, round(time.perf_counter() - t, 3), section.pop("seconds", None)
-
-
-class Lane:
-    """The audit's second lane, in a helper process of its own (``fedmem.common.helper``): the run's model and
-    plan built again from its config, and its methods (MR, then Prior-Aware) audited there each round while the
-    others run in the caller's process. The tiny model's decoding steps are bound by Python's dispatch: two lanes
-    as threads of one process take turns on its interpreter lock, two processes keep both cores busy. Each method
-    lives here for the whole run, as it would in the caller, so its figures are the ones it would give there."""
-
-    def __init__(self, setup: tuple):
-        self.cfg, self.names, self.label, run_dir = setup
-        self.model, _ = fresh_lora_model(self.cfg)
-        plan = audit_plan(self.cfg)
-        self.pool = plan.pool
-        self.methods = {name: AUDIT_METHODS[name](plan.configs[name], self.pool) for name in self.names}
-        self.archive = RunArchive(run_dir) if run_dir else None
-
-    def __call__(self, request: tuple) -> dict:
-        server_round, state, out, threads = request
-        torch.set_num_threads(threads)
-        load_adapter_state(self.model, state)
-        audited = audited_model(self.cfg, self.pool, self.model, self.label, server_round, out, self.archive,
-                                progress=False)  # the caller's console shows one bar: the caller's
-        return {name: audit_method(self.methods[name], audited) for name in self.names}
-
-    def close(self) -> None:
         for method in self.methods.values():
             method.close()
 
@@ -290,7 +214,7 @@ def make_auditor(cfg: ExperimentConfig, label: str = "fl", source: dict | None =
     the exact weights that were fine-tuned."""
     source = {**(source or {"kind": "training"}), **gguf_identity(cfg.model)}
     return Auditor(cfg, *fresh_lora_model(cfg), audit_plan(cfg), label=label, source=source,
-                   save_adapters=save_adapters, archive=archive, lane_process=True)
+                   save_adapters=save_adapters, archive=archive)
 
 
 def training_auditor(cfg: ExperimentConfig, label: str, start_round: int = 0) -> tuple[Auditor, dict]:
