@@ -136,7 +136,8 @@ class RoundNotKept(LookupError):
 class RoundArchive(Protocol):
     """What a run kept of its rounds beyond the audited model (``fedmem.experiment.archive``): the global adapter of
     every saved round, each client's update of a round while the run keeps them (the adapter the client sent the
-    server), and each round's canary release where the run has canary clients. Only the audited model reads it, for the methods that look past one round (``AuditedModel``)."""
+    server), and each round's canary release where the run has canary clients. Only the audited model reads it, for
+    the methods that look past one round (``AuditedModel``)."""
 
     def global_adapter(self, round_: int) -> dict | None: ...
 

@@ -1,5 +1,5 @@
 """Client-level privacy estimate from canary clients (Andrew et al., "One-shot Empirical Privacy Estimation for
-Federated Learning", ICLR 2024): how far the released global model reveals one client's update, in ε.
+Federated Learning", ICLR 2024): how far what a round releases reveals one client's update, in ε.
 
 The data names k canary clients (``data.audit_canary_clients``); the federation sends each one's fixed random direction
 through the round like a real client's update, into the round's *canary release*: the round's aggregate with the

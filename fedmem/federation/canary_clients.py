@@ -54,8 +54,8 @@ def check(canary_clients: int, strategy, defense, num_clients: int) -> None:
                          "beside; set data.audit_canary_clients=0")
     if strategy_named(strategy.name).server_optimizer:
         raise ValueError(f"data.audit_canary_clients with strategy={strategy.name}: the canary release is a second "
-                         "aggregation of the round, which a server optimizer would take as a step of its own; use fedavg "
-                         "or fedprox")
+                         "aggregation of the round, which a server optimizer would take as a step of its own; use "
+                         "fedavg or fedprox")
     if defense.active and defense.clipping == "adaptive":
         raise ValueError("data.audit_canary_clients with defense.clipping=adaptive: the canary release is a second "
                          "aggregation of the round, which would move the clipping norm the real clients get a second "

@@ -1,5 +1,6 @@
 """How the canary clients' estimate reads: the inserted and unseen directions' cosines with the canary release's
-change (the rounds' releases with the canaries averaged in; the global model never has them), the Gaussians fitted to them and the ε between them, for the final model and for every round released."""
+change (the rounds' releases with the canaries averaged in; the global model never has them), the Gaussians fitted
+to them and the ε between them, for the final model and for every round released."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ class CanaryClientsView(View):
         h, fits = section["headline"], section.get("fits") or {}
         lines = [f"{section['inserted']} canary clients inserted, {section['unseen']} directions never inserted; "
                  f"ε at δ = {section['delta']:g} between the Gaussians fitted to each, with a 95% bootstrap interval "
-                 f"over the canaries (an estimate, not a bound), read from each round's canary release: the round's "
-                 "aggregate with the canaries averaged in and noised apart, which the global model never is. Under DP, compare it with the accountant's ε (Defense, "
-                 "on this page).", "",
+                 "over the canaries (an estimate, not a bound), read from each round's canary release: the round's "
+                 "aggregate with the canaries averaged in and noised apart, which the global model never is. Under "
+                 "DP, compare it with the accountant's ε (Defense, on this page).", "",
                  "| threat model | statistic | inserted: mean (sd) | unseen: mean (sd) | ε estimate [95% CI] |",
                  "|---|---|---|---|---|"]
         for threat, label in THREATS.items():
