@@ -44,8 +44,8 @@ MIN_SD = 1e-12  # a fit to equal cosines (a bootstrap draw of one canary) has no
 class CanaryClientsConfig:
     """audit.canary_clients: the client-level estimate (the canary clients themselves are data.audit_canary_clients)."""
 
-    unseen: int | None = option(None, "directions never inserted, whose cosines are the null; null = as many as "
-                                      "data.audit_canary_clients")
+    unseen: int = option(64, "directions never inserted, whose cosines are the null (a dot product each, no model "
+                             "pass): enough that the null's spread is well estimated beside a few canary clients")
     fit: Literal["pooled", "separate"] = option(
         "pooled", "the Gaussians fitted to the inserted and unseen statistics: pooled (one variance for both, the "
                   "Gaussian mechanism's; a shift of the inserted above the unseen counts) or separate (a variance "
@@ -57,7 +57,7 @@ class CanaryClientsConfig:
     def __post_init__(self):
         check_fields(self, "audit.canary_clients")
         positive(self, "audit.canary_clients", "resamples")
-        if self.unseen is not None and self.unseen < 2:
+        if self.unseen < 2:
             raise ValueError(f"audit.canary_clients.unseen must be >= 2 (a Gaussian is fitted to them), got "
                              f"{self.unseen}")
         if self.delta is not None and not 0 < self.delta < 1:
@@ -175,7 +175,7 @@ class CanaryClients(AuditMethod):
         if self.inserted < 2:
             raise ValueError("audit.canary_clients measures the data's canary clients, and this data has fewer than "
                              "2: set data.audit_canary_clients")
-        self.unseen = cfg.unseen or self.inserted
+        self.unseen = cfg.unseen
         self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with Δ_s
         self.total: tuple[int, np.ndarray] | None = None  # (r, Δ_1 + ... + Δ_r) of the last round audited
 
