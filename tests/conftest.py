@@ -12,6 +12,11 @@ import yaml
 
 from bench.staging import FAST, SESSION_MARK  # noqa: F401  (the tests' settings and their processes' mark)
 
+# datasets gives its logger a handler on sys.stderr when it is first imported. First imported inside a test that
+# captures stderr (capsys), the handler would keep that test's stream, closed after it, and a later test in the same
+# worker would read a logging error's traceback where datasets logs: import it here, while sys.stderr is the session's.
+import datasets  # noqa: E402,F401
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
