@@ -177,7 +177,6 @@ class CanaryClients(AuditMethod):
                              "2: set data.audit_canary_clients")
         self.unseen = cfg.unseen
         self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with Δ_s
-        self.total: tuple[int, np.ndarray] | None = None  # (r, Δ_1 + ... + Δ_r) of the last round audited
 
     def _cosines(self, deltas: list[np.ndarray]) -> np.ndarray:
         """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change). Each dot
@@ -212,14 +211,11 @@ class CanaryClients(AuditMethod):
             return changes[s]
 
         missing = [s for s in range(1, r + 1) if s not in self.round_cosines and change(s) is not None]
-        done, total = self.total if self.total is not None and self.total[0] <= r else (0, None)
-        for s in range(done + 1, r + 1):  # summed in round order, so a re-audit of one round has the same bits
-            if change(s) is None:
-                total = None
-                break
-            total = change(s).copy() if total is None else total + change(s)
-        if total is not None:
-            self.total = (r, total)
+        total = None  # Δ_1 + ... + Δ_r, summed in round order: a re-audit of one round has the same bits
+        if all(change(s) is not None for s in range(1, r + 1)):
+            total = change(1).copy()
+            for s in range(2, r + 1):
+                total += change(s)
         wanted = [change(s) for s in missing] + ([total] if total is not None else [])
         cosines = self._cosines(wanted) if wanted else []
         self.round_cosines.update(zip(missing, cosines))
