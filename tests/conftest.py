@@ -40,12 +40,19 @@ def ray_processes() -> set[int]:
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
         if any(n in cmd for n in names):
-            try:
-                if p.environ().get("FEDMEM_TEST_SESSION") == SESSION_MARK:
-                    found.add(p.info["pid"])
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
+            if of_this_session(p):
+                found.add(p.info["pid"])
     return found
+
+
+def of_this_session(process) -> bool:
+    """Whether a process (psutil) carries this test session's mark in its environment."""
+    import psutil
+
+    try:
+        return process.environ().get("FEDMEM_TEST_SESSION") == SESSION_MARK
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, SESSION_MARK, ray_processes
+from tests.conftest import FAST, of_this_session, ray_processes
 
 BIN = Path(sys.executable).parent
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (BIN / "ray").exists(), reason="needs Ray's CLI")]
@@ -78,11 +78,11 @@ def _stop(port: int) -> None:
     procs = []
     named = re.compile(rf"[=:]{port}(?!\d)")  # --port=P, --gcs_server_port=P, --gcs-address=127.0.0.1:P
     for p in psutil.process_iter(["pid", "cmdline"]):
-        if named.search(" ".join(p.info["cmdline"] or [])):
-            try:  # this session's only: another Ray instance's numbers may hold the port's digits
-                if p.environ().get("FEDMEM_TEST_SESSION") == SESSION_MARK:
-                    procs += [p, *p.children(recursive=True)]
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+        # this session's only: another Ray instance's numbers may hold the port's digits
+        if named.search(" ".join(p.info["cmdline"] or [])) and of_this_session(p):
+            try:
+                procs += [p, *p.children(recursive=True)]
+            except psutil.NoSuchProcess:
                 pass
     for proc in procs:
         try:
