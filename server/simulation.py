@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import threading
@@ -71,7 +72,9 @@ def end_client_calls(returned: threading.Event) -> None:
         for handle in [o for o in gc.get_objects() if issubclass(type(o), ray.actor.ActorHandle)]:
             if handle not in killed and handle._ray_actor_creation_function_descriptor.class_name == name \
                     and ray.is_initialized():
-                ray.kill(handle)
+                # a handle left from an earlier simulation in this process is another Ray session's: not this run's
+                with contextlib.suppress(ray.exceptions.ActorHandleNotFoundError):
+                    ray.kill(handle)
                 killed.add(handle)
         if returned.wait(0.5):
             return
