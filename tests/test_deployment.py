@@ -1,7 +1,8 @@
 """The Deployment Engine on loopback: a real `flower-superlink`, three `flower-supernode` processes and `flwr run`,
 with one SuperNode killed during round 1. The run must end within its round timeout, never hang: with the default
 minimum (every sampled client) it stops naming the lost node; with `strategy.min_trained_clients=2` it completes
-on the two that remain and records who took part."""
+on the two that remain and records who took part. Ctrl-C on the CLI stops a run on the SuperLink. The module's
+three federations run side by side."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -96,8 +98,20 @@ def _run_losing_a_node(tmp_path, cache_dir, *overrides):
         _tear_down(tmp_path, [run, *procs])
 
 
-def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
-    run_dir, seconds, code, last = _run_losing_a_node(tmp_path, cache_dir)
+@pytest.fixture(scope="module")
+def federations(tmp_path_factory, cache_dir):
+    """The module's three federations, run side by side from the first test that asks: two losing a node, which
+    spend most of their time waiting out the round timeout, and one stopped from its CLI, which waits to see that
+    nothing more is written; they wait together. ``{name: future of what the test checks}``."""
+    with ThreadPoolExecutor(3) as pool:
+        yield {"default": pool.submit(_run_losing_a_node, tmp_path_factory.mktemp("lost-default"), cache_dir),
+               "min2": pool.submit(_run_losing_a_node, tmp_path_factory.mktemp("lost-min2"), cache_dir,
+                                   "strategy.min_trained_clients=2"),
+               "stopped": pool.submit(_stop_the_cli, tmp_path_factory.mktemp("stopped"), cache_dir)}
+
+
+def test_a_lost_supernode_stops_the_run_naming_it(federations):
+    run_dir, seconds, code, last = federations["default"].result()
     failure = json.loads((run_dir / "round_failure.json").read_text())["error"]
     # `flwr run` itself ends 0 after a ServerApp that failed: the wrapper says the run failed
     assert code == 1 and last.startswith("fedmem: run ") and f"failed: {failure}" in last, last
@@ -109,18 +123,18 @@ def test_a_lost_supernode_stops_the_run_naming_it(tmp_path, cache_dir):
     assert not (run_dir / "round_1" / "report.json").exists() and not (run_dir / "summary.json").exists()
 
 
-def test_a_lost_supernode_is_survived_with_a_lower_minimum(tmp_path, cache_dir):
-    run_dir, seconds, code, _ = _run_losing_a_node(tmp_path, cache_dir, "strategy.min_trained_clients=2")
+def test_a_lost_supernode_is_survived_with_a_lower_minimum(federations):
+    run_dir, seconds, code, _ = federations["min2"].result()
     assert code == 0 and (run_dir / "summary.json").is_file() and not (run_dir / "round_failure.json").exists()
     for r in (1, 2):
         part = json.loads((run_dir / f"round_{r}" / "report.json").read_text())["participation"]
         assert part["trained"] == [0, 1] and part["sampled"] in (2, 3)
 
 
-def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
-    """Ctrl-C on `python -m server.flwr_cli` (what `make flwr-run` runs) stops the run on the SuperLink, not only the
-    log stream: no round is written after it, the SuperLink lists the run as stopped, status.json says stopped."""
-    # a round timeout no client nears, even on a loaded machine: this test stops a run, it does not lose a client
+def _stop_the_cli(tmp_path, cache_dir) -> dict:
+    """Ctrl-C on `python -m server.flwr_cli` (what `make flwr-run` runs) once round 1 is audited: what followed (its
+    exit code and log, status.json, the round reports written when it ended and 15 s later, `flwr ls`)."""
+    # a round timeout no client nears, even on a loaded machine: this run is stopped, it does not lose a client
     env, cfg, procs = _federation(tmp_path, cache_dir, "strategy.num_rounds=50", round_timeout=300)
     run_dir = cfg.parent
     repo = Path(__file__).resolve().parents[1]
@@ -134,16 +148,26 @@ def test_stopping_the_cli_stops_the_run(tmp_path, cache_dir):
             time.sleep(0.1)
         os.kill(cli.pid, signal.SIGINT)
         cli.wait(timeout=180)
-        assert cli.returncode == 130, (tmp_path / "flwr_cli.log").read_text()[-2000:]
-        status = json.loads((run_dir / "status.json").read_text())
-        assert (status["status"], status["resume"]) == ("stopped", f"fedmem run resume={run_dir}")
-        assert status["round"] >= 1
-        written = sorted(run_dir.glob("round_*/report.json"))
+        seen = {"code": cli.returncode, "log": (tmp_path / "flwr_cli.log").read_text(), "run_dir": run_dir,
+                "status": json.loads((run_dir / "status.json").read_text()),
+                "written": sorted(run_dir.glob("round_*/report.json"))}
         time.sleep(15)  # a run still going would write its next round in a few seconds
-        assert sorted(run_dir.glob("round_*/report.json")) == written and len(written) < 51
-        ls = subprocess.run([str(BIN / "flwr"), "ls", "loop", "--format", "json"], env=env, capture_output=True,
-                            text=True, timeout=60)
-        assert "finished:stopped" in ls.stdout, ls.stdout[-2000:]
+        seen["written_later"] = sorted(run_dir.glob("round_*/report.json"))
+        seen["ls"] = subprocess.run([str(BIN / "flwr"), "ls", "loop", "--format", "json"], env=env,
+                                    capture_output=True, text=True, timeout=60).stdout
+        return seen
     finally:
         log.close()
         _tear_down(tmp_path, [cli, *procs])
+
+
+def test_stopping_the_cli_stops_the_run(federations):
+    """Ctrl-C on the CLI stops the run on the SuperLink, not only the log stream: no round is written after it, the
+    SuperLink lists the run as stopped, status.json says stopped."""
+    seen = federations["stopped"].result()
+    assert seen["code"] == 130, seen["log"][-2000:]
+    status = seen["status"]
+    assert (status["status"], status["resume"]) == ("stopped", f"fedmem run resume={seen['run_dir']}")
+    assert status["round"] >= 1
+    assert seen["written_later"] == seen["written"] and len(seen["written"]) < 51
+    assert "finished:stopped" in seen["ls"], seen["ls"][-2000:]
