@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -30,19 +31,31 @@ def synthetic_only(override: str) -> bool:
     return override.partition("=")[0].removeprefix("data.") in own
 
 
-def ray_processes() -> set[int]:
+def ray_processes(mark: str | None = None) -> set[int]:
     """Ray's daemons and workers this test session started (pids, found by the session's mark in their environment):
-    a run must leave none of its own behind."""
+    a run must leave none of its own behind. With ``mark``, only those of the runs given that mark (``run_mark``):
+    a test beside this one starts Ray processes of its own meanwhile."""
     import psutil
 
     names = ("raylet", "gcs_server", "ClientAppActor", "ray::", "dashboard", "log_monitor")
     found = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if any(n in cmd for n in names):
-            if of_this_session(p):
-                found.add(p.info["pid"])
+        if any(n in cmd for n in names) and of_this_session(p):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                if mark is None or p.environ().get(RUN_MARK) == mark:
+                    found.add(p.info["pid"])
     return found
+
+
+RUN_MARK = "FEDMEM_TEST_RUN"  # one test's runs: the variable every process they start inherits
+
+
+def run_mark() -> str:
+    """A fresh value for ``RUN_MARK`` in the environment of one test's runs, to find their processes by."""
+    import uuid
+
+    return uuid.uuid4().hex
 
 
 def of_this_session(process) -> bool:

@@ -1,9 +1,9 @@
 """The real Flower simulation (Ray backend) on the tiny preset, FedProx/FedAvg equivalence, determinism."""
 
 import json
-import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -16,7 +16,8 @@ from fedmem.experiment.loading import fresh_lora_model
 from fedmem.experiment.training import client_round, run_centralized
 from fedmem.federation.fedprox import proximal_term
 from fedmem.federation.strategies import strategy_named
-from tests.conftest import ray_processes, report_schema_errors
+from bench.staging import left
+from tests.conftest import RUN_MARK, ray_processes, report_schema_errors, run_mark
 
 
 def _adapter(run_dir: Path, r: int) -> dict:
@@ -170,7 +171,7 @@ def test_centralized_baseline_trains_with_the_clients_thread_setting(compose, tm
     assert seen == [2]
 
 
-def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose, tmp_path):
+def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose, tmp_path, monkeypatch):
     """A real simulation whose client 1 raises: the round must not pass as trained (default: every sampled client
     must train), the run is marked failed naming the error, and round 0's report is the only one written."""
     from flwr.simulation import run_simulation
@@ -181,7 +182,8 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     from fedmem.federation.rounds import RoundFailedError
     from server.server_app import make_server_app
 
-    before = ray_processes()
+    mark = run_mark()
+    monkeypatch.setenv(RUN_MARK, mark)  # Ray's daemons and workers inherit it
     cfg = from_dict(compose())
     Path(cfg.run_dir).mkdir(parents=True)
     path = Path(cfg.run_dir) / "config.yaml"
@@ -200,5 +202,6 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     assert "\n" not in failure  # the remote traceback is cut to its last line
     assert (Path(cfg.run_dir) / "round_0" / "report.json").exists()
     assert not (Path(cfg.run_dir) / "round_1").exists() and not (Path(cfg.run_dir) / "summary.json").exists()
-    time.sleep(2)  # Ray's daemons exit asynchronously after the shutdown
-    assert ray_processes() <= before, "the failed run left Ray processes behind"
+    # Ray's daemons exit asynchronously after the shutdown
+    finished = [psutil.Process(p) for p in ray_processes(mark) if psutil.pid_exists(p)]
+    assert not left(finished), "the failed run left Ray processes behind"

@@ -13,7 +13,7 @@ import pytest
 from safetensors.torch import load_file
 
 from bench.staging import left, start, watch
-from tests.conftest import FAST, ray_processes
+from tests.conftest import FAST, RUN_MARK, ray_processes, run_mark
 
 RUN = [*FAST, "strategy.num_rounds=3", "audit.methods=[utility,pa]", "audit.pa.c=16"]
 
@@ -28,8 +28,8 @@ def _report(run, r):
 
 @pytest.mark.slow
 def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, cache_dir):
-    before = ray_processes()
-    env = {**os.environ, "FEDMEM_CACHE": cache_dir}
+    mark = run_mark()
+    env = {**os.environ, "FEDMEM_CACHE": cache_dir, RUN_MARK: mark}
     common = [*RUN, f"cache_dir={cache_dir}"]
     full, killed = tmp_path / "full", tmp_path / "killed"
     # the uninterrupted run, side by side with the one killed (the killed one's processes are watched apart)
@@ -60,7 +60,7 @@ def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, c
     assert curves(full) == curves(killed)
 
     # the two finished runs' Ray processes end within a minute of them (its agents outlive the raylet a while)
-    finished = [psutil.Process(pid) for pid in ray_processes() - before if psutil.pid_exists(pid)]
+    finished = [psutil.Process(pid) for pid in ray_processes(mark) if psutil.pid_exists(pid)]
     assert not left(finished, seconds=60), "a finished run left Ray processes behind"
     again = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "the run already finished" in again.stderr
