@@ -52,7 +52,7 @@ def plugin(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, settings, error", [
-    ("hang", ["strategy.round_timeout=20"],
+    ("hang", ["strategy.round_timeout=10"],
      "round 1: 0 of 2 sampled clients trained (clients []), strategy.min_trained_clients needs 2; 0 failed, 2 sent no "
      "reply (no error reported)"),
     ("broken", [], "the strategy broke mid-round"),
