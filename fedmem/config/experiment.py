@@ -56,7 +56,8 @@ class SimulationConfig:
     torch_threads: int = option(1, "torch threads inside each ClientApp")
     ray_address: str | None = option(
         None, "an existing Ray cluster to run the ClientApps on (host:port of its head, e.g. one started with "
-        "`ray start --head`, or auto); None = a private Ray instance the run starts and stops")
+        "`ray start --head`, or auto: $RAY_ADDRESS, else the cluster `ray start` last recorded on this machine); "
+        "None = a private Ray instance the run starts and stops, whatever cluster is up or $RAY_ADDRESS names")
 
     def __post_init__(self):
         check_fields(self, "simulation")
