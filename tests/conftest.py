@@ -48,6 +48,17 @@ def ray_processes(mark: str | None = None) -> set[int]:
     return found
 
 
+def alive(pids) -> list:
+    """The processes (psutil) of ``pids`` that still exist."""
+    import psutil
+
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.append(psutil.Process(pid))
+    return found
+
+
 RUN_MARK = "FEDMEM_TEST_RUN"  # one test's runs: the variable every process they start inherits
 
 

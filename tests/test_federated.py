@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -17,7 +16,7 @@ from fedmem.experiment.training import client_round, run_centralized
 from fedmem.federation.fedprox import proximal_term
 from fedmem.federation.strategies import strategy_named
 from bench.staging import left
-from tests.conftest import RUN_MARK, ray_processes, report_schema_errors, run_mark
+from tests.conftest import RUN_MARK, alive, ray_processes, report_schema_errors, run_mark
 
 
 def _adapter(run_dir: Path, r: int) -> dict:
@@ -203,5 +202,4 @@ def test_a_round_with_a_failed_client_stops_the_run_and_is_marked_failed(compose
     assert (Path(cfg.run_dir) / "round_0" / "report.json").exists()
     assert not (Path(cfg.run_dir) / "round_1").exists() and not (Path(cfg.run_dir) / "summary.json").exists()
     # Ray's daemons exit asynchronously after the shutdown
-    finished = [psutil.Process(p) for p in ray_processes(mark) if psutil.pid_exists(p)]
-    assert not left(finished), "the failed run left Ray processes behind"
+    assert not left(alive(ray_processes(mark))), "the failed run left Ray processes behind"

@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 
-import psutil
 import pytest
 from safetensors.torch import load_file
 
 from bench.staging import left, start, watch
-from tests.conftest import FAST, RUN_MARK, ray_processes, run_mark
+from tests.conftest import FAST, RUN_MARK, alive, ray_processes, run_mark
 
 RUN = [*FAST, "strategy.num_rounds=3", "audit.methods=[utility,pa]", "audit.pa.c=16"]
 
@@ -60,8 +59,7 @@ def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, c
     assert curves(full) == curves(killed)
 
     # the two finished runs' Ray processes end within a minute of them (its agents outlive the raylet a while)
-    finished = [psutil.Process(pid) for pid in ray_processes(mark) if psutil.pid_exists(pid)]
-    assert not left(finished, seconds=60), "a finished run left Ray processes behind"
+    assert not left(alive(ray_processes(mark)), seconds=60), "a finished run left Ray processes behind"
     again = subprocess.run(_fedmem("run", f"resume={killed}"), env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "the run already finished" in again.stderr
 
