@@ -26,7 +26,8 @@ def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
     # attach: the cluster outlives the run; only the run's actors are stopped at its end. Otherwise "local": Ray
     # given no address joins the cluster a `ray start` on this machine last recorded (or $RAY_ADDRESS), which would
     # put a private run's clients on someone else's cluster and end the run when that cluster stops
-    init_args = {"log_to_driver": True, "include_dashboard": False, "address": sim.ray_address or "local"}
+    init_args = {"log_to_driver": True, "include_dashboard": False,
+                 "address": sim.ray_address if sim.attached else "local"}
     flwr_log, returned = logging.getLogger("flwr"), threading.Event()
 
     def server_ended() -> None:

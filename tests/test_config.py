@@ -259,6 +259,9 @@ def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compos
     cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))
     assert client_cpus(cfg) == expected
     assert client_cpus(from_dict(compose("simulation.num_cpus_per_client=1.5"))) == 1.5  # a number is kept
+    # Ray's word for a private instance is no cluster: auto shares this machine's cores as without an address
+    assert client_cpus(from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}",
+                                         "simulation.ray_address=local"))) == expected
 
 
 def test_every_task_yaml_resolves_to_its_registered_preset():

@@ -65,6 +65,11 @@ class SimulationConfig:
         if (self.num_cpus_per_client != "auto" and self.num_cpus_per_client <= 0) or self.num_gpus_per_client < 0:
             raise ValueError("simulation.num_cpus_per_client must be > 0 and num_gpus_per_client >= 0")
 
+    @property
+    def attached(self) -> bool:
+        """Whether the run's clients go to an existing cluster (Ray's own word for a private instance is local)."""
+        return bool(self.ray_address) and self.ray_address != "local"
+
 
 @dataclass
 class ExperimentConfig:

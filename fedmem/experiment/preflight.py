@@ -25,7 +25,7 @@ def client_cpus(cfg: ExperimentConfig) -> float:
     sim = cfg.simulation
     if sim.num_cpus_per_client != "auto":
         return float(sim.num_cpus_per_client)
-    if sim.ray_address:
+    if sim.attached:
         return float(sim.torch_threads)
     per_round = max(1, math.ceil(cfg.strategy.fraction_train * cfg.num_clients))
     share = math.floor(100 * (os.cpu_count() or 1) / per_round) / 100  # rounded down, so that all of them fit
@@ -38,8 +38,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     against every method's needs. A problem is a ValueError with one line naming the key, file or row. Returns a
     summary of the run."""
     cpus = os.cpu_count() or 1
-    attached = bool(cfg.simulation.ray_address)  # a cluster's CPUs are its own, not this machine's
-    if cfg.strategy.name != CENTRALIZED and not attached and client_cpus(cfg) > cpus:
+    # a cluster's CPUs are its own, not this machine's
+    if cfg.strategy.name != CENTRALIZED and not cfg.simulation.attached and client_cpus(cfg) > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
     check_installed(cfg.tracker)
