@@ -173,7 +173,6 @@ class Auditor:
         bar.advance()
         return section, seconds, section.pop("seconds", None)
 
-
     def finish(self) -> None:
         write_run_report(self.run_dir, self.cfg, self.history, self.methods)
         self.tracker.finish()
