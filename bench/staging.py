@@ -109,6 +109,16 @@ def start(args, env, log: Path) -> subprocess.Popen:
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def end(*procs: subprocess.Popen) -> None:
+    """Kill the process group of each of ``procs`` still running (what ``start`` started), and reap it: a test that
+    fails midway leaves none of its runs behind."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+
+
 def watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Process, str]:
     """Wait until ``until()`` holds (the process still running), noting every process it started meanwhile, with
     its command line."""

@@ -91,6 +91,22 @@ def cores_shared_by_workers():
     yield
 
 
+@pytest.fixture
+def ended():
+    """``ended(proc)``: ``proc`` (from ``bench.staging.start``) is ended with the test, should the test fail before
+    it ends; returns ``proc``."""
+    from bench.staging import end
+
+    procs = []
+
+    def register(proc):
+        procs.append(proc)
+        return proc
+
+    yield register
+    end(*procs)
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models run fastest on one thread; more threads only contend on a shared 2-core machine."""

@@ -24,6 +24,7 @@ from bench.staging import (
     PLUGIN,
     clients_train,
     cut,
+    end,
     fedmem,
     fedmem_env,
     interrupted,
@@ -69,8 +70,7 @@ def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error
     try:
         started = watch(proc, lambda: proc.poll() is not None, seconds=300)  # hung for good before the change
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        end(proc)
     if strategy == "broken":  # it failed once both clients were in their local loss (a round may time out sooner)
         assert len(list(marks.iterdir())) == 2
     assert proc.returncode == 1, log.read_text()[-3000:]
@@ -85,7 +85,7 @@ def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_path, cache_dir):
+def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_path, cache_dir, ended):
     """SIGINT to the run's process group (as a terminal sends Ctrl-C) during round 1: status stopped with the round
     reached and the command that continues it, one line saying so, the process and every process it started gone
     within seconds; that command then ends the run with the adapters and figures of an uninterrupted run."""
@@ -93,7 +93,7 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
     common = [*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,pa]", "audit.pa.c=16"]
     full, stopped, log = tmp_path / "full", tmp_path / "stopped", tmp_path / "stopped.log"
     # the uninterrupted run, side by side with the one stopped (their processes apart: each watches its own)
-    uninterrupted = start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log")
+    uninterrupted = ended(start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log"))
 
     proc = start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
     try:
@@ -102,8 +102,7 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        end(proc)
     resume = f"fedmem run resume={stopped}"
     assert proc.returncode == 130, log.read_text()[-3000:]
     assert _last_line(log) == f"fedmem: stopped after round 0 of 1; continue with: {resume}"
@@ -142,8 +141,7 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        end(proc)
     after = log.read_text().strip().splitlines()[before:]
     assert proc.returncode == 130, "\n".join(after)
     assert after == [f"fedmem: stopped after round 0 of 1; continue with: fedmem run resume={run} "
@@ -212,8 +210,7 @@ def test_a_second_audit_into_the_same_directory_is_refused(finished, tmp_path, c
         os.kill(first.pid, signal.SIGCONT)
         first.wait(timeout=300)
     finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
+        end(first)
     assert second.returncode == 2, second.stderr[-2000:]
     assert second.stderr.strip().splitlines()[-1] == (
         f"fedmem: {out} is in use by process {first.pid} (its lock: {out / '.fedmem.lock'}); wait for it to end, "
@@ -337,8 +334,7 @@ def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)  # returns once the helper has ended too: it writes to the same stderr
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        end(proc)
     assert err.strip().splitlines() == ["caller stopped"], err[-2000:]
     with contextlib.suppress(psutil.NoSuchProcess):
         assert not left([psutil.Process(helper)])

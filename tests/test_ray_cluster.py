@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.staging import start, watch
+from bench.staging import end, start, watch
 from tests.conftest import FAST, of_this_session
 
 BIN = Path(sys.executable).parent
@@ -59,12 +59,15 @@ def _run(args: list[str], env: dict, log: Path, port: int) -> tuple[set[str], se
     meanwhile."""
     proc, on_cluster = start(args, env, log), set()
 
-    def ended() -> bool:
+    def finished() -> bool:
         on_cluster.update(_cluster_actors(port))
         return proc.poll() is not None
 
-    started = set(watch(proc, ended).values())
-    assert proc.wait() == 0, log.read_text()[-2000:]
+    try:
+        started = set(watch(proc, finished).values())
+    finally:
+        end(proc)
+    assert proc.returncode == 0, log.read_text()[-2000:]
     return started, on_cluster
 
 

@@ -26,15 +26,15 @@ def _report(run, r):
 
 
 @pytest.mark.slow
-def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, cache_dir):
+def test_a_run_killed_in_round_2_resumes_to_the_uninterrupted_result(tmp_path, cache_dir, ended):
     mark = run_mark()
     env = {**os.environ, "FEDMEM_CACHE": cache_dir, RUN_MARK: mark}
     common = [*RUN, f"cache_dir={cache_dir}"]
     full, killed = tmp_path / "full", tmp_path / "killed"
     # the uninterrupted run, side by side with the one killed (the killed one's processes are watched apart)
-    uninterrupted = start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log")
+    uninterrupted = ended(start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log"))
 
-    proc = start(["run", *common, f"hydra.run.dir={killed}"], env, tmp_path / "killed.log")
+    proc = ended(start(["run", *common, f"hydra.run.dir={killed}"], env, tmp_path / "killed.log"))
     started = watch(proc, lambda: (killed / "round_1" / "report.json").is_file())
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: driver, Ray and its workers
     proc.wait(timeout=60)
