@@ -248,16 +248,23 @@ def test_resolve_writes_each_run_its_own_directory(tmp_path):
         assert Path(yaml.safe_load(p.read_text())["run_dir"]).resolve() == p.parent.resolve()
 
 
-@pytest.mark.parametrize("clients,cpus,threads,expected", [(3, 2, 1, 0.66), (2, 2, 1, 1.0), (10, 2, 1, 0.5),
-                                                            (3, 16, 2, 2.0), (4, 2, 2, 1.0)])
+@pytest.mark.parametrize("clients,cpus,threads,expected,actors", [
+    (3, 2, 1, 0.66, 3), (2, 2, 1, 1.0, 2), (10, 2, 1, 0.5, 4), (3, 16, 2, 5.33, 3), (4, 2, 2, 1.0, 2),
+    (2, 16, 1, 8.0, 2)])
 def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compose, monkeypatch, clients, cpus,
-                                                                         threads, expected):
+                                                                         threads, expected, actors):
+    """The share, and the ClientApp actors Flower starts for it: a round's clients at once where the cores allow,
+    and no actor more than a round has clients (each would import torch and peft for nothing)."""
+    from flwr.simulation.ray_transport.ray_actor import pool_size_from_resources
+
     from fedmem.config.experiment import from_dict
     from fedmem.experiment.preflight import client_cpus
 
     monkeypatch.setattr("os.cpu_count", lambda: cpus)
     cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))
     assert client_cpus(cfg) == expected
+    monkeypatch.setattr("ray.nodes", lambda: [{"Alive": True, "Resources": {"CPU": float(cpus)}}])
+    assert pool_size_from_resources({"num_cpus": client_cpus(cfg), "num_gpus": 0.0}) == actors
     assert client_cpus(from_dict(compose("simulation.num_cpus_per_client=1.5"))) == 1.5  # a number is kept
     # Ray's word for a private instance is no cluster: auto shares this machine's cores as without an address
     assert client_cpus(from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}",

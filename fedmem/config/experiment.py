@@ -51,7 +51,7 @@ class SimulationConfig:
     num_cpus_per_client: float | Literal["auto"] = option(
         "auto", "Ray CPUs per ClientApp; auto = a round's clients all at once when they number at most two per "
                 "core (a third client on two cores shares them instead of waiting for a second wave), else two per "
-                "core (fedmem.experiment.preflight.client_cpus)")
+                "core; never more ClientApp actors than a round's clients (fedmem.experiment.preflight.client_cpus)")
     num_gpus_per_client: float = option(0.0, "Ray GPUs per ClientApp")
     torch_threads: int = option(1, "torch threads inside each ClientApp")
     ray_address: str | None = option(

@@ -18,10 +18,11 @@ from fedmem.tracking import check_installed
 
 def client_cpus(cfg: ExperimentConfig) -> float:
     """Ray CPUs each ClientApp reserves: ``simulation.num_cpus_per_client``, or for ``auto`` this machine's cores
-    shared by a round's clients when they number at most two per core, else two clients per core, each share at
-    most ``simulation.torch_threads`` (the threads a client trains on). Training is the same either way (each
-    client trains alone on its own threads): only how many run at once changes. On an attached cluster, auto
-    reserves the threads."""
+    shared by a round's clients when they number at most two per core, else two clients per core. Training is the
+    same either way (each client trains alone on its ``simulation.torch_threads``): only how many run at once
+    changes. Flower starts as many ClientApp actors as the reserved CPUs allow, each importing torch and peft, so
+    on a machine with more cores than a round has clients the share is larger than the threads: one actor per
+    client, none idle. On an attached cluster, auto reserves the threads."""
     sim = cfg.simulation
     if sim.num_cpus_per_client != "auto":
         return float(sim.num_cpus_per_client)
@@ -29,7 +30,7 @@ def client_cpus(cfg: ExperimentConfig) -> float:
         return float(sim.torch_threads)
     per_round = max(1, math.ceil(cfg.strategy.fraction_train * cfg.num_clients))
     share = math.floor(100 * (os.cpu_count() or 1) / per_round) / 100  # rounded down, so that all of them fit
-    return min(float(sim.torch_threads), max(sim.torch_threads / 2, share))
+    return max(sim.torch_threads / 2, share)
 
 
 def preflight(cfg: ExperimentConfig) -> str:
