@@ -57,6 +57,9 @@ FAST = [
     "strategy.num_rounds=1",
     "data.num_clients=2",
     "data.audit_canaries=0",
+    # one ClientApp actor, the clients one after another: an actor's start (torch and peft imported) costs more CPU
+    # than a client's training here. Tests of clients at work side by side set simulation.num_cpus_per_client=auto.
+    f"simulation.num_cpus_per_client={os.cpu_count() or 1}",
 ]
 
 # Strategies whose clients never answer: every client's local loss notes that the client reached it (a file in

@@ -65,7 +65,7 @@ def test_clients_that_never_answer_end_the_run_at_once(strategy, settings, error
     run, log, marks = tmp_path / "run", tmp_path / "run.log", tmp_path / "marks"
     marks.mkdir()
     proc = start(["run", *FAST, f"cache_dir={cache_dir}", "plugins=[fedmem_fault_plugin]",
-                   f"strategy.name={strategy}", *settings, f"hydra.run.dir={run}"],
+                   f"strategy.name={strategy}", "simulation.num_cpus_per_client=auto", *settings, f"hydra.run.dir={run}"],
                   {**fedmem_env(cache_dir, plugin), "FAULT_MARKS": str(marks)}, log)
     try:
         started = watch(proc, lambda: proc.poll() is not None, seconds=300)  # hung for good before the change

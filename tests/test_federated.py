@@ -25,12 +25,14 @@ def _adapter(run_dir: Path, r: int) -> dict:
 
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory, cache_dir):
-    """FedAvg and FedProx(mu=0) runs of 2 clients x 1 round through the Flower simulation."""
+    """FedAvg and FedProx(mu=0) runs of 2 clients x 1 round through the Flower simulation: FedAvg's clients train
+    side by side (the default share of the cores, one actor each), FedProx's one after another (FAST's one actor)."""
     from fedmem.config.compose import compose_dict
     from tests.conftest import FAST
 
     out = {}
-    for name, extra in [("fedavg", ["strategy=fedavg"]), ("fedprox0", ["strategy=fedprox", "strategy.proximal_mu=0.0"])]:
+    for name, extra in [("fedavg", ["strategy=fedavg", "simulation.num_cpus_per_client=auto"]),
+                        ("fedprox0", ["strategy=fedprox", "strategy.proximal_mu=0.0"])]:
         run_dir = tmp_path_factory.mktemp(name)
         d = compose_dict([*FAST, f"cache_dir={cache_dir}", *extra])
         out[name] = run_experiment(d, str(run_dir))
@@ -61,6 +63,7 @@ def test_training_moves_the_adapter(sims):
 
 
 def test_fedprox_mu0_is_bit_identical_to_fedavg(sims):
+    # FedAvg's clients trained side by side and FedProx's one after another: each client trains alone on its thread
     a, b = _adapter(sims["fedavg"], 1), _adapter(sims["fedprox0"], 1)
     assert all(torch.equal(a[k], b[k]) for k in a)
 

@@ -79,7 +79,7 @@ def test_runs_attach_to_a_cluster_named_and_keep_to_their_own_ray_otherwise(tmp_
                    check=True, env=env, capture_output=True, timeout=120)
     try:
         daemons = {p.pid for p in _cluster(port)}
-        common = ["run", *FAST, f"cache_dir={cache_dir}"]
+        common = ["run", *FAST, f"cache_dir={cache_dir}", "simulation.num_cpus_per_client=auto"]  # fits 2 CPUs
         run_dir = tmp_path / "attached"
         started, on_cluster = _run([*common, f"simulation.ray_address=127.0.0.1:{port}", f"hydra.run.dir={run_dir}"],
                                    env, tmp_path / "attached.log", port)
