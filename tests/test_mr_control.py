@@ -63,7 +63,7 @@ def audit(run, detector, model):
 def test_planted_records_give_an_excess_above_zero(data):
     tok, run, _, detector = data
     model = tiny_model(tok, hidden=96, layers=2)
-    memorize(model, [s for c in run.clients for s in run.train[c]], steps=400, lr=5e-3)
+    memorize(model, [s for c in run.clients for s in run.train[c]], steps=250, lr=5e-3)
     h = audit(run, detector, model)["headline"]
     assert h["excess_intra_ci95"][0] > 0 and h["excess_total_ci95"][0] > 0  # training prefixes recall their records
     assert h["excess_own_intra_ci95"][0] > 0  # ... their own records, typed alike on both arms
@@ -75,7 +75,7 @@ def test_a_model_that_memorized_no_audited_record_has_no_excess(data):
     so whatever the paper's MR counts, the excess is 0 within its interval and the hits are shared text."""
     tok, run, other, detector = data
     model = tiny_model(tok, hidden=96, layers=2)
-    memorize(model, other, steps=400, lr=5e-3)
+    memorize(model, other, steps=250, lr=5e-3)
     sec = audit(run, detector, model)
     h = sec["headline"]
     for figure in ("excess_intra", "excess_inter", "excess_total", "excess_own_intra", "excess_other_intra",
