@@ -261,14 +261,14 @@ def test_auto_client_cpus_run_a_rounds_clients_at_once_up_to_two_per_core(compos
     from fedmem.experiment.preflight import client_cpus
 
     monkeypatch.setattr("os.cpu_count", lambda: cpus)
-    cfg = from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}"))
+    auto = ["simulation.num_cpus_per_client=auto", f"data.num_clients={clients}", f"simulation.torch_threads={threads}"]
+    cfg = from_dict(compose(*auto))
     assert client_cpus(cfg) == expected
     monkeypatch.setattr("ray.nodes", lambda: [{"Alive": True, "Resources": {"CPU": float(cpus)}}])
     assert pool_size_from_resources({"num_cpus": client_cpus(cfg), "num_gpus": 0.0}) == actors
     assert client_cpus(from_dict(compose("simulation.num_cpus_per_client=1.5"))) == 1.5  # a number is kept
     # Ray's word for a private instance is no cluster: auto shares this machine's cores as without an address
-    assert client_cpus(from_dict(compose(f"data.num_clients={clients}", f"simulation.torch_threads={threads}",
-                                         "simulation.ray_address=local"))) == expected
+    assert client_cpus(from_dict(compose(*auto, "simulation.ray_address=local"))) == expected
 
 
 def test_every_task_yaml_resolves_to_its_registered_preset():
