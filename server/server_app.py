@@ -155,16 +155,19 @@ def run_server(grid: Grid, cfg: ExperimentConfig, start_round: int = 0) -> None:
 
 
 def make_server_app(cfg: ExperimentConfig | None = None, start_round: int = 0,
-                    on_end: Callable[[], None] | None = None) -> ServerApp:
+                    on_end: Callable[[], None] | None = None, grid_view: Callable[[Grid], Grid] | None = None
+                    ) -> ServerApp:
     """A ServerApp for one validated config (the simulation hands it down). ``cfg=None``: read the resolved config
     named by the run config (``flwr run``). ``start_round``: continue the run after that round (``fedmem run
-    resume=DIR``). ``on_end``: called once the rounds are over, however they ended (finished, failed, interrupted)."""
+    resume=DIR``). ``on_end``: called once the rounds are over, however they ended (finished, failed, interrupted).
+    ``grid_view``: what the rounds see of Flower's grid (the simulation's, ``server.simulation``)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         try:
-            run_server(grid, cfg or load_config(context.run_config["config-path"]), start_round)
+            run_server(grid_view(grid) if grid_view else grid, cfg or load_config(context.run_config["config-path"]),
+                       start_round)
         finally:
             if on_end:
                 on_end()

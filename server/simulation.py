@@ -6,6 +6,7 @@ import contextlib
 import gc
 import logging
 import threading
+import time
 from pathlib import Path
 
 import ray
@@ -37,7 +38,8 @@ def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
 
     try:
         run_simulation(
-            server_app=make_server_app(cfg, start_round, on_end=server_ended),
+            server_app=make_server_app(cfg, start_round, on_end=server_ended,
+                                       grid_view=lambda grid: UntilReturned(grid, returned)),
             client_app=make_client_app(str(Path(cfg.run_dir) / "config.yaml")),
             num_supernodes=cfg.num_clients + cfg.data.audit_canary_clients,
             backend_name=sim.backend,
@@ -55,6 +57,47 @@ def simulate(cfg: ExperimentConfig, start_round: int = 0) -> None:
 
 def _drop(record: logging.LogRecord) -> bool:
     return False
+
+
+class SimulationEnded(RuntimeError):
+    """The simulation returned while its ServerApp still waited on its clients."""
+
+
+class UntilReturned:
+    """The simulation's grid as the ServerApp's rounds see it: Flower's, except that a wait for nodes or replies
+    ends once the simulation has returned. Flower starts the ServerApp's thread before Ray; should Ray then fail to
+    start (a loaded machine's timeout, a cluster that does not answer), the simulation returns its error while that
+    thread, which is no daemon, waits for replies that no client will send until the round's timeout (an hour by
+    default), and the process, its failure recorded, cannot exit."""
+
+    def __init__(self, grid, returned: threading.Event):
+        self.grid, self.returned = grid, returned
+
+    def _check(self) -> None:
+        if self.returned.is_set():
+            raise SimulationEnded("the simulation ended while the ServerApp waited for its clients")
+
+    def get_node_ids(self):
+        self._check()
+        return self.grid.get_node_ids()
+
+    def send_and_receive(self, messages, *, timeout: float | None = None):
+        """Flower's in-memory ``send_and_receive`` (push, then pull until every reply is in or the timeout has
+        passed), ending as soon as the simulation has returned."""
+        pending = set(self.grid.push_messages(messages))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        replies = []
+        while pending and (deadline is None or time.monotonic() < deadline):
+            self._check()
+            got = list(self.grid.pull_messages(pending))
+            replies += got
+            pending -= {m.metadata.reply_to_message_id for m in got}
+            if pending:
+                time.sleep(self.grid.pull_interval)
+        return replies
+
+    def __getattr__(self, name):
+        return getattr(self.grid, name)
 
 
 def end_client_calls(returned: threading.Event) -> None:

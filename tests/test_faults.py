@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -338,3 +339,29 @@ def test_the_spacy_helper_leaves_ctrl_c_to_its_caller():
     assert err.strip().splitlines() == ["caller stopped"], err[-2000:]
     with contextlib.suppress(psutil.NoSuchProcess):
         assert not left([psutil.Process(helper)])
+
+
+@pytest.mark.slow
+def test_a_run_whose_ray_never_starts_exits_once_its_failure_is_recorded(tmp_path, cache_dir):
+    """Ray still starting (here: a cluster address that accepts connections and never answers) when the run is
+    ended (SIGTERM, as a scheduler ends a job): the failure is recorded and the process exits, though Flower's
+    ServerApp thread, started before Ray, was waiting for its clients. That thread, no daemon, used to keep the
+    process alive until the round's timeout, an hour by default."""
+    run, log = tmp_path / "run", tmp_path / "run.log"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = "%s:%d" % silent.getsockname()
+        proc = start(["run", *FAST, f"cache_dir={cache_dir}", f"simulation.ray_address={address}",
+                      f"hydra.run.dir={run}"], fedmem_env(cache_dir), log)
+        try:
+            started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())  # the ServerApp waits now
+            time.sleep(2)
+            proc.terminate()
+            proc.wait(timeout=60)
+        finally:
+            end(proc)
+    assert proc.returncode != 0
+    assert _status(run)["status"] == "failed", _status(run)
+    assert not (run / ".fedmem.lock").exists() and not (run / "round_1").exists()
+    assert not left(started), f"left running: {left(started)}"
