@@ -93,8 +93,10 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
     env = fedmem_env(cache_dir)
     common = [*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,pa]", "audit.pa.c=16"]
     full, stopped, log = tmp_path / "full", tmp_path / "stopped", tmp_path / "stopped.log"
-    # the uninterrupted run, side by side with the one stopped (their processes apart: each watches its own)
+    # the uninterrupted run first, then the one stopped: side by side, two Ray instances starting on a machine that
+    # other tests load could miss Ray's 30 s start timeout, and the suite's cores are busy either way
     uninterrupted = ended(start(["run", *common, f"hydra.run.dir={full}"], env, tmp_path / "full.log"))
+    assert uninterrupted.wait(timeout=600) == 0, (tmp_path / "full.log").read_text()[-2000:]
 
     proc = start(["run", *common, f"hydra.run.dir={stopped}"], env, log)
     try:
@@ -116,7 +118,6 @@ def test_ctrl_c_stops_the_run_and_resume_gives_the_uninterrupted_figures(tmp_pat
     resumed = subprocess.run(fedmem(*resume.split()[1:]), env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert _status(stopped)["status"] == "finished"
-    assert uninterrupted.wait(timeout=600) == 0, (tmp_path / "full.log").read_text()[-2000:]
     for r in (0, 1):
         a, b = (load_file(str(run / f"round_{r}/adapter/adapter_model.safetensors")) for run in (full, stopped))
         assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), f"round {r}: adapters differ"
