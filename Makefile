@@ -10,7 +10,9 @@ TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # Everything after torch goes in through uv, which resolves and fetches the same versions as pip in a fraction of
 # its time. uv does not read pip's local wheel directory, so torch goes in first through pip; uv then keeps it.
-UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
+# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else ever writes the .pyc files,
+# and every process (each Ray worker, each test's run) would compile its imports from source again.
+UV     := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
 
 .PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run study-kjv clean
 
