@@ -46,7 +46,7 @@ from fedmem.config import (
 )
 from fedmem.experiment import lifecycle, sweeps
 from fedmem.experiment.reaudit import prepare_audit
-from fedmem.reports.console import configure_logging
+from fedmem.reports.console import configure_logging, say_last
 from fedmem.reports.sweep import write_sweep_report
 from server.simulation import simulate
 
@@ -155,8 +155,8 @@ def _stop_on_ctrl_c() -> None:
             line = lifecycle.stop_running()
         with contextlib.suppress(Exception):
             release_held()
-        print(f"fedmem: {line} (a second Ctrl-C: ended at once)" if line else "fedmem: stopped at once (a second "
-              "Ctrl-C)", file=sys.stderr)
+        say_last(f"fedmem: {line} (a second Ctrl-C: ended at once)" if line else "fedmem: stopped at once (a second "
+                 "Ctrl-C)")
         _exit_now(130)
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _command(argv[0], argv[1:])
     except KeyboardInterrupt as e:
-        print(f"fedmem: {e if isinstance(e, lifecycle.RunStopped) else 'stopped'}", file=sys.stderr)
+        say_last(f"fedmem: {e if isinstance(e, lifecycle.RunStopped) else 'stopped'}")
         _exit_now(130)
     finally:
         signal.signal(signal.SIGINT, previous)

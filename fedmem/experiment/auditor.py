@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +25,7 @@ from fedmem.engine.model.load import adapter_state, load_adapter_state, save_ada
 from fedmem.experiment.archive import RunArchive, saved_adapter
 from fedmem.experiment.loading import AuditPlan, audit_plan, fresh_lora_model
 from fedmem.federation.privacy import round_privacy, sampled_clients
-from fedmem.reports.console import round_line
+from fedmem.reports.console import round_line, say
 from fedmem.reports.pages import (
     RoundResult,
     headline,
@@ -107,7 +106,7 @@ class Auditor:
             agreement=agreement(verdicts, common, self.pool.seed) if len(verdicts) >= 2 and common else {},
         )
         report = write_round_report(out, self.cfg, result, self.methods, self.pool)
-        print(round_line(report, self.cfg.strategy.num_rounds), file=sys.stderr, flush=True)
+        say(round_line(report, self.cfg.strategy.num_rounds))
         self.tracker.round(report, out)
         self.history.append(report)
         if self.archive is not None:

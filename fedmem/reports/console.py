@@ -10,11 +10,32 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import threading
 
 from fedmem.reports.pages import declared_headlines, epsilon, mean_train_loss
 from fedmem.reports.views import headline_text
 
 FLOWER_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # no -v, -v, -vv
+
+_lines = threading.Lock()
+_ended = False  # the process's last line is printed: a round's line from a thread still at work comes too late
+
+
+def say(line: str) -> None:
+    """A round's line, on stderr; nothing once :func:`say_last` has printed the process's last line."""
+    with _lines:
+        if not _ended:
+            print(line, file=sys.stderr, flush=True)
+
+
+def say_last(line: str) -> None:
+    """The line a process ends with (Ctrl-C's, before it exits at once): the ServerApp's thread may be writing a
+    round's report as the signal comes, and its round line must not follow the one that says how the run ended."""
+    global _ended
+    with _lines:
+        _ended = True
+        print(line, file=sys.stderr, flush=True)
 
 
 def configure_logging(verbosity: int = 0) -> int:
