@@ -60,6 +60,8 @@ def _cases(tmp_path):
                                             "audit.samples_per_client=6, but client 0's train split has only 0"),
         "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],
                                        "simulation.num_cpus_per_client=512 but this machine has"),
+        "a Ray cluster address where nothing listens": ([str(good), "simulation.ray_address=127.0.0.1:9"],
+                                                        "simulation.ray_address=127.0.0.1:9: no Ray cluster answers"),
         "bad number": ([str(good), "train.lr=abc"], "train.lr must be a number"),
         "duplicate ids": ([str(dup_ids), "data.id_column=id"],
                           "data.id_column='id': id 'n40' appears in rows 40 and 41 of"),

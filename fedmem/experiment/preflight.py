@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import socket
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.config.experiment import ExperimentConfig, method_configs
@@ -33,6 +34,19 @@ def client_cpus(cfg: ExperimentConfig) -> float:
     return max(sim.torch_threads / 2, share)
 
 
+def check_cluster(address: str, seconds: float = 5) -> None:
+    """A ``host:port`` cluster address must accept a connection: Ray, given one where nothing listens, retries for
+    minutes before it fails. ``auto`` and ``ray://`` client addresses are left to Ray."""
+    host, _, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as e:
+        raise ValueError(f"simulation.ray_address={address}: no Ray cluster answers there ({e.strerror or e}); "
+                         "start one with `ray start --head`, or leave the key unset for a private Ray") from None
+
+
 def preflight(cfg: ExperimentConfig) -> str:
     """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
     tracker's package, the data (read, partitioned and split), the base model and tokenizer, and the audit pool
@@ -43,6 +57,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     if cfg.strategy.name != CENTRALIZED and not cfg.simulation.attached and client_cpus(cfg) > cpus:
         raise ValueError(f"simulation.num_cpus_per_client={cfg.simulation.num_cpus_per_client} but this machine has "
                          f"{cpus} CPUs: no client could be scheduled")
+    if cfg.strategy.name != CENTRALIZED and cfg.simulation.attached:
+        check_cluster(cfg.simulation.ray_address)
     check_installed(cfg.tracker)
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
