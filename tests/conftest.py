@@ -12,6 +12,16 @@ import pytest
 import yaml
 
 from bench.staging import FAST, SESSION_MARK  # noqa: F401  (the tests' settings and their processes' mark)
+from tests.guard import (  # noqa: F401  (the session's check that it left the machine as it found it)
+    own_caches,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
+
+# Libraries' caches under the home directory (datasets', matplotlib's, Flower's) go into a directory of the session's
+# own, set before any of them is imported: the guard fails the session when a test writes into the home directory.
+OWN_CACHES = own_caches()
 
 # datasets gives its logger a handler on sys.stderr when it is first imported. First imported inside a test that
 # captures stderr (capsys), the handler would keep that test's stream, closed after it, and a later test in the same
