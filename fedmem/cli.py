@@ -140,13 +140,18 @@ def _stop_on_ctrl_c() -> None:
     process at once. SIGINT stays ignored where it was ignored from the start (a process started in the
     background).
 
+    The first prints that the run is stopping, at once: the stop itself takes seconds.
+
     A terminal's Ctrl-C reaches the whole process group, the clients' Ray workers too: they die, and Flower and Ray
     would log each death with its traceback. The run's outcome is fedmem's one line, so from the first Ctrl-C on
     their error logs are dropped."""
     def first(signum, frame):
         signal.signal(signal.SIGINT, second)
+        lifecycle.ask_stop()
         for name in ("flwr", "ray"):
             logging.getLogger(name).addFilter(_drop)
+        # a write of its own to the descriptor: the handler may run while the main thread is inside a print
+        os.write(2, STOPPING.encode())
         raise KeyboardInterrupt
 
     def second(signum, frame):
@@ -161,6 +166,10 @@ def _stop_on_ctrl_c() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, first)
+
+
+# what the first Ctrl-C prints at once: stopping takes seconds (Flower's teardown, Ray's shutdown, the status written)
+STOPPING = "fedmem: stopping (Ctrl-C again ends at once)\n"
 
 
 def _drop(record: logging.LogRecord) -> bool:

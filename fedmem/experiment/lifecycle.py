@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -45,11 +46,22 @@ def record_failure(run_dir, error: str) -> None:
 # The run execute() is running in this process, (its directory, its rounds): a second Ctrl-C ends the process before
 # execute's own handler can mark the run stopped, so it does so itself (stop_running).
 _running: tuple[Path, int] | None = None
+_stopped_line: str | None = None  # the line of the last run this process marked stopped
+# Ctrl-C was pressed. Its KeyboardInterrupt lands in whichever call the main thread is in, and Flower or Ray may turn
+# it, or the clients' deaths it causes, into an error of their own (a round short of its clients, "the core worker
+# has already been shutdown"): once a stop was asked for, whatever ends the run ends it stopped.
+_stop_asked = threading.Event()
+
+
+def ask_stop() -> None:
+    """Record that the user asked the run in progress to stop (the CLI's Ctrl-C handler calls it)."""
+    _stop_asked.set()
 
 
 def stop_running() -> str | None:
-    """Mark the run in progress stopped and return the line that says so; None when no run is in progress."""
-    return stop(*_running) if _running is not None else None
+    """Mark the run in progress stopped and return the line that says so: the line already written when the run
+    was marked stopped a moment ago, None when no run was in progress."""
+    return stop(*_running) if _running is not None else _stopped_line
 
 
 def unfinished(run_dir) -> Exception | None:
@@ -70,13 +82,16 @@ class RunStopped(KeyboardInterrupt):
 def stop(run_dir, rounds: int) -> str:
     """Mark a run stopped (``status.json``: the last completed round and the command that continues it) and return
     the line that says so."""
+    global _stopped_line
     last = completed_round(run_dir)
     if last is None:
         set_status(run_dir, "stopped", round=None, rounds=rounds)
-        return f"stopped before round 0 was complete; nothing to resume in {run_dir}: start the run again"
+        _stopped_line = f"stopped before round 0 was complete; nothing to resume in {run_dir}: start the run again"
+        return _stopped_line
     resume = f"fedmem run resume={run_dir}"
     set_status(run_dir, "stopped", round=last, rounds=rounds, resume=resume)
-    return f"stopped after round {last} of {rounds}; continue with: {resume}"
+    _stopped_line = f"stopped after round {last} of {rounds}; continue with: {resume}"
+    return _stopped_line
 
 
 def start(d: dict, run_dir: str) -> tuple[ExperimentConfig, str]:
@@ -155,11 +170,11 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
             federated(cfg, start_round)
         if problem := unfinished(run_dir):
             raise problem
-    except KeyboardInterrupt:
-        line = stop(run_dir, cfg.strategy.num_rounds)
-        tracker.close()
-        raise RunStopped(line) from None
     except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) or _stop_asked.is_set():
+            line = stop(run_dir, cfg.strategy.num_rounds)
+            tracker.close()
+            raise RunStopped(line) from None
         set_status(run_dir, "failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         tracker.close()
         raise
