@@ -36,6 +36,7 @@ import psutil
 # Importing the tests' conftest marks this process's environment (FEDMEM_TEST_SESSION), and with it every process a
 # fault starts: the count of processes left behind finds Ray's daemons by that mark even when they left the tree.
 from bench.staging import FAST, PLUGIN, SESSION_MARK, clients_train, cut, fedmem_env, interrupted, left, start, watch
+from fedmem.cli import STOPPING
 
 CACHE = os.environ.get("FEDMEM_CACHE", str(ROOT / ".cache" / "fedmem"))
 COMMON = [*FAST, f"cache_dir={CACHE}"]
@@ -126,27 +127,27 @@ def hang(work: Path) -> None:
 
 
 def ctrl_c(work: Path, twice: bool, actors: bool) -> None:
-    """SIGINT to the run's process group, as a terminal's Ctrl-C, and a second one 50 ms later when ``twice``; the
-    clock runs from the last SIGINT. Sent where the tests send it, once round 0 is written (round 1 begins: Flower's
-    simulation is still starting Ray), or, with ``actors``, 1 s after the clients' actors appeared (they train)."""
+    """SIGINT to the run's process group, as a terminal's Ctrl-C, and a second one once the first was taken (its line
+    printed) when ``twice``; the clock runs from the last SIGINT. Sent where the tests send it, once round 0 is
+    written (round 1 begins: Flower's simulation is still starting Ray), or, with ``actors``, once a client's call is
+    under way."""
     run, log = work / "run", work / "run.log"
     proc = start(["run", *COMMON, f"hydra.run.dir={run}"], fedmem_env(CACHE), log)
     try:
         seen = watch(proc, lambda: (run / "round_0" / "report.json").is_file(), seconds=600)
         if actors:
             seen.update(watch(proc, lambda: clients_train(proc), seconds=600))
-            time.sleep(1)
         before = len(printed(log))
         os.killpg(proc.pid, signal.SIGINT)
         if twice:
-            time.sleep(0.05)
+            seen.update(watch(proc, lambda: STOPPING.strip() in printed(log), seconds=60))
             os.killpg(proc.pid, signal.SIGINT)
         sent = time.time()
         ended, lines = finish(proc, seen, log)
     finally:
         killed(proc)
-    when = "once the clients' actors run" if actors else "once round 0 is written (Ray starting)"
-    fault = f"Ctrl-C twice, 50 ms apart, {when}" if twice else f"Ctrl-C {when}"
+    when = "once a client's call is under way" if actors else "once round 0 is written (Ray starting)"
+    fault = f"Ctrl-C twice, the second once the first was taken, {when}" if twice else f"Ctrl-C {when}"
     since = "from the second SIGINT" if twice else "from SIGINT"
     row(fault, proc.returncode, f"{ended - sent:.1f} {since}", lines[before:], status(run), left_behind(seen))
 

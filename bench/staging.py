@@ -177,5 +177,11 @@ def ray_started(proc: subprocess.Popen) -> bool:
 
 
 def clients_train(proc: subprocess.Popen) -> bool:
-    """Whether one of the run's processes is a Flower ClientApp actor (a client's Ray worker)."""
-    return runs(proc, "ClientAppActor")
+    """Whether a client's call is under way: a Flower ClientApp actor (a client's Ray worker) running its ``run``
+    method, as Ray titles the process while the call lasts (``ray::ClientAppActor.run``)."""
+    return runs(proc, "ClientAppActor.run")
+
+
+def printed(log: Path, line: str) -> bool:
+    """Whether ``line`` is a whole line of ``log`` (what a started command has printed so far)."""
+    return line in log.read_text().splitlines()

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -30,6 +29,7 @@ from bench.staging import (
     fedmem_env,
     interrupted,
     left,
+    printed,
     ray_started,
     start,
     watch,
@@ -130,23 +130,25 @@ def test_a_second_ctrl_c_while_clients_train_ends_the_run_at_once_marked_stopped
     """Ctrl-C twice while the clients train (their Ray workers, in the process group, die of it too): the second
     ends the run at once, marked stopped with the command that continues it, and every process the run started with
     it (Ray's agents outlived their raylet by a minute when fedmem only exited). The clients' deaths are not logged:
-    the outcome is the one line."""
+    the outcome is the one line. Each Ctrl-C waits for the state it is meant for: a client's call under way, then
+    the first one taken (its line printed)."""
+    from fedmem.cli import STOPPING
+
     run, log = tmp_path / "run", tmp_path / "run.log"
     proc = start(["run", *FAST, f"cache_dir={cache_dir}", f"hydra.run.dir={run}"], fedmem_env(cache_dir), log)
     try:
         started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())
-        started |= watch(proc, lambda: clients_train(proc))
-        time.sleep(1)  # the clients' calls are under way (Flower's threads wait on them)
+        started |= watch(proc, lambda: clients_train(proc), seconds=300)  # a client's call under way
         before = len(log.read_text().splitlines())
         os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.05)
+        started |= watch(proc, lambda: printed(log, STOPPING.strip()), seconds=60)  # the first one was taken
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=30)
     finally:
         end(proc)
     after = log.read_text().strip().splitlines()[before:]
     assert proc.returncode == 130, "\n".join(after)
-    assert after == [f"fedmem: stopped after round 0 of 1; continue with: fedmem run resume={run} "
+    assert after == [STOPPING.strip(), f"fedmem: stopped after round 0 of 1; continue with: fedmem run resume={run} "
                      "(a second Ctrl-C: ended at once)"], after
     assert _status(run) | {"resume": None} == {"status": "stopped", "round": 0, "rounds": 1, "resume": None}
     assert not (run / ".fedmem.lock").exists()  # released: the resume that follows finds the run free
@@ -221,17 +223,42 @@ def test_a_second_audit_into_the_same_directory_is_refused(finished, tmp_path, c
     assert (out / "summary.json").is_file() and not (out / ".fedmem.lock").exists()
 
 
+def _tmpfs(at: Path, size: str) -> None:
+    """A tmpfs of ``size`` mounted at ``at``, a directory of the test's own; skips where none can be mounted."""
+    at.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the full-disk tests need a disk of "
+                    "their own to fill")
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 512 kB tmpfs: room for round 0 of a test-sized run, not for round 1's adapter."""
     disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
-                    "test_a_write_to_a_full_device_names_the_file covers the error itself, where /dev/full exists")
+    _tmpfs(disk, "512k")
     try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 kB tmpfs of the test's own, filled to its last byte: every write into it fails with the kernel's
+    ENOSPC. (Never /dev/full: a library that writes a temp file and renames it over its target replaces the
+    machine's device node when run as root.)"""
+    disk = tmp_path / "full"
+    _tmpfs(disk, "64k")
+    try:
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    os.write(fd, b"\0" * 4096)
+        finally:
+            os.close(fd)
         yield disk
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
@@ -259,22 +286,21 @@ def test_a_full_disk_fails_the_run_in_one_line_and_it_resumes_once_there_is_room
     assert _status(run)["status"] == "finished" and (run / "round_1" / "report.json").is_file()
 
 
-def test_a_write_to_a_full_device_names_the_file(tmp_path):
-    """The kernel's own ENOSPC (/dev/full), through a library that reports it in words of its own (safetensors):
-    an OSError naming the file fedmem was writing, and one line for it."""
+def test_a_write_to_a_full_disk_names_the_file(full_disk):
+    """The kernel's own ENOSPC, through a library that reports it in words of its own (safetensors, which writes a
+    temp file beside its target): an OSError naming the file fedmem was writing, and one line for it."""
     import torch
     from safetensors.torch import save_file
 
     from fedmem.common.io import write_fault, writing
 
-    if not Path("/dev/full").is_char_device():
-        pytest.skip("this machine has no /dev/full device")
-    target = tmp_path / "adapter_model.safetensors"
+    target = full_disk / "adapter_model.safetensors"
     with pytest.raises(OSError) as raised, writing(target):
-        save_file({"w": torch.zeros(4)}, "/dev/full")
+        save_file({"w": torch.zeros(4)}, str(target))
     assert (raised.value.errno, raised.value.filename) == (28, str(target))
-    assert write_fault(raised.value).startswith(f"no space left on device writing {target} (the disk at ")
+    assert write_fault(raised.value).startswith(f"no space left on device writing {target} (the disk at {full_disk}:")
     assert write_fault(ValueError("not a disk's fault")) is None
+    assert not target.exists()
 
 
 @pytest.mark.parametrize("damaged, rounds, then", [
@@ -356,8 +382,9 @@ def test_a_run_whose_ray_never_starts_exits_once_its_failure_is_recorded(tmp_pat
         proc = start(["run", *FAST, f"cache_dir={cache_dir}", f"simulation.ray_address={address}",
                       f"hydra.run.dir={run}"], fedmem_env(cache_dir), log)
         try:
-            started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())  # the ServerApp waits now
-            time.sleep(2)
+            # round 0's report is written by the ServerApp's own thread, which goes on to wait for round 1's
+            # clients: from here on the thread exists and waits, or is about to
+            started = watch(proc, lambda: (run / "round_0" / "report.json").is_file())
             proc.terminate()
             proc.wait(timeout=60)
         finally:
