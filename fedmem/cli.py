@@ -45,10 +45,8 @@ from fedmem.config import (
     write_config,
 )
 from fedmem.experiment import lifecycle, sweeps
-from fedmem.experiment.reaudit import prepare_audit
 from fedmem.reports.console import configure_logging, say_last
 from fedmem.reports.sweep import write_sweep_report
-from server.simulation import simulate
 
 USAGE = __doc__.split("\n\n")[1]
 
@@ -121,6 +119,8 @@ def execute(cfg, start_round: int = 0) -> Path:
     round short of its clients, a write the disk refused (and how to continue once it is fixed), or any other error
     (its traceback is in ``status.json``)."""
     try:
+        from server.simulation import simulate  # Flower and Ray: loaded for a run, not for a refusal or --help
+
         return lifecycle.execute(cfg, simulate, start_round)
     except lifecycle.RoundFailedError as e:
         _exit(f"run failed: {e}", 1)
@@ -249,6 +249,8 @@ def _command(cmd: str, rest: list[str]) -> None:
     elif cmd == "run":
         _hydra_main(rest)
     elif cmd == "audit":
+        from fedmem.experiment.reaudit import prepare_audit  # the model's loaders: for an audit, not for --help
+
         audit = _checked(prepare_audit, rest)
         try:
             print(audit(), flush=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from fedmem.audit.calibration import BOOTSTRAP_RESAMPLES
 from fedmem.audit.truth import canary_group, canary_group_order, truth_label
@@ -83,7 +82,9 @@ def jaccard(a: list[bool], b: list[bool]) -> float | None:
 def spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return None
-    rho = stats.spearmanr(a, b).statistic
+    from scipy.stats import spearmanr
+
+    rho = spearmanr(a, b).statistic
     return None if not math.isfinite(rho) else float(rho)
 
 

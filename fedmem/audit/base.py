@@ -10,7 +10,7 @@ log-probabilities, which are memoised per round, so two methods asking for the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -20,8 +20,9 @@ from fedmem.common.fields import build_section
 from fedmem.common.progress import progress_bar
 from fedmem.data.config import TaskConfig
 from fedmem.engine.config import Decoding
-from fedmem.engine.generation import decoding_used, generate_batched
-from fedmem.engine.scoring import TokenStats, prior_inputs, prior_logprobs, token_logprobs, token_stats
+
+if TYPE_CHECKING:
+    from fedmem.engine.scoring import TokenStats
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,8 @@ class AuditedModel:
 
         Memoised on the full request, so a second method asking the same thing gets the same outputs.
         """
+        from fedmem.engine.generation import generate_batched
+
         decoding = decoding or self.pool.decoding
         seed = self.pool.seed + 1000 * self.round if seed is None else seed
         key = (tuple(prompts), max_new_tokens, num_samples, decoding, seed)
@@ -218,6 +221,8 @@ class AuditedModel:
         log p over the next-token distribution (``fedmem.engine.scoring.token_stats``), teacher-forced, memoised per pair:
         the pairs no method has had scored this round go through one pass, so the attacks and Prior-Aware, which
         score many of the same (prompt, suffix) pairs, share it."""
+        from fedmem.engine.scoring import token_stats
+
         pairs = [(tuple(p), tuple(s)) for p, s in pairs]
         missing = [pair for pair in dict.fromkeys(pairs) if pair not in self._stats_cache]
         if missing:
@@ -230,6 +235,8 @@ class AuditedModel:
     def prior_logprobs(self, prefixes: list[tuple[int, ...]], suffixes: list[tuple[int, ...]]) -> np.ndarray:
         """log P(s_j | q_i) for every prior prefix q_i and suffix s_j, shape [len(prefixes), len(suffixes)],
         memoised (each prefix's KV cache serves all suffixes: ``fedmem.engine.scoring.prior_logprobs``)."""
+        from fedmem.engine.scoring import prior_inputs, prior_logprobs
+
         rows, cols = prior_inputs(prefixes, suffixes)
         return self._memo(self._prior_cache, (tuple(prefixes), tuple(suffixes)), "prior_logprobs",
                           len(rows) * len(cols), "scoring prior log P(s|q)",
@@ -240,6 +247,8 @@ class AuditedModel:
         """Per-token log P(s_t | p, s_<t) of each pair under the audited model's base, its LoRA adapter switched off
         (a reference model that saw none of the clients' data); None for a model without an adapter."""
         from peft import PeftModel
+
+        from fedmem.engine.scoring import token_logprobs
 
         if not isinstance(self.model, PeftModel):
             return None
@@ -253,6 +262,8 @@ class AuditedModel:
         """Per-token log P(s_t | p, s_<t) of each pair under the causal LM in directory ``path`` (the same tokenizer's
         ids), loaded beside the audited model for this call, then released."""
         from transformers import AutoModelForCausalLM
+
+        from fedmem.engine.scoring import token_logprobs
 
         like = next(self.model.parameters())
         model = AutoModelForCausalLM.from_pretrained(path, dtype=like.dtype).to(like.device).eval()
@@ -269,6 +280,8 @@ class AuditedModel:
         the same way, one pass over the pairs in their order on a model carrying that round's adapter, so its
         numbers do not depend on which round asked for them (a trajectory built round by round, resumed or
         re-audited is the same); memoised per round."""
+        from fedmem.engine.scoring import token_logprobs
+
         pairs = [(tuple(p), tuple(s)) for p, s in pairs]
         if round_ == self.round:
             build = lambda: self.computing_model  # noqa: E731
@@ -287,6 +300,8 @@ class AuditedModel:
         (the adapter it sent the server: the round's starting global adapter plus its update), for every client whose
         update the run kept; None where it kept none (round 0, a centralized run, a model fedmem did not train). What
         the server sees, as source inference scores it; one pass per client, memoised."""
+        from fedmem.engine.scoring import token_logprobs
+
         updates = self.archive.client_updates(self.round) if self.archive is not None else None
         if not updates:
             return None
@@ -332,6 +347,8 @@ class AuditedModel:
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under
         the preset's knob; ``fedmem.engine.generation.decoding_used``)."""
+        from fedmem.engine.generation import decoding_used
+
         return decoding_used(self.model, self.pool.decoding)
 
     def _memo(self, cache: dict, key, kind: str, total: int, desc: str, compute):

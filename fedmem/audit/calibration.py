@@ -13,7 +13,6 @@ half; the TPR gets a bootstrap interval that recalibrates the thresholds in ever
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from fedmem.audit.intervals import rate, wilson
 
@@ -90,7 +89,9 @@ def auc_from_ranks(members: np.ndarray, nonmembers: np.ndarray) -> np.ndarray:
     """The ROC AUC along the last axis (one per row: a bootstrap's resamples at once), as the Mann-Whitney statistic
     over the pooled midranks, O((m + n) log(m + n)): ties share their mean rank, which counts each tie as a half."""
     n_m, n_n = members.shape[-1], nonmembers.shape[-1]
-    ranks = stats.rankdata(np.concatenate([members, nonmembers], axis=-1), axis=-1)
+    from scipy.stats import rankdata
+
+    ranks = rankdata(np.concatenate([members, nonmembers], axis=-1), axis=-1)
     return (ranks[..., :n_m].sum(axis=-1) - n_m * (n_m + 1) / 2) / (n_m * n_n)
 
 

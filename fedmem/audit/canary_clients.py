@@ -32,7 +32,6 @@ import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
 from fedmem.common.fields import check_fields, option, positive
-from fedmem.engine.directions import flat, unit_direction
 
 THREATS = {"final": "final model", "every_round": "every round"}
 BOOTSTRAP_STREAM = 5  # a generator stream of the seed, apart from other methods' draws
@@ -182,6 +181,8 @@ class CanaryClients(AuditMethod):
         """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change). Each dot
         product is taken alone, so a round's cosines have the same bits whatever else is computed with them (a
         re-audit of one round reads the same figures as the run)."""
+        from fedmem.engine.directions import unit_direction
+
         size = len(deltas[0])
         norms = np.array([np.linalg.norm(d) for d in deltas])
         dots = np.empty((len(deltas), self.inserted + self.unseen))
@@ -192,6 +193,8 @@ class CanaryClients(AuditMethod):
             return dots / norms[:, None]
 
     def audit(self, audited: AuditedModel) -> dict:
+        from fedmem.engine.directions import flat
+
         r = audited.round
         out = {"config": asdict(self.cfg), "inserted": self.inserted, "unseen": self.unseen, "delta": self.cfg.delta}
         if r == 0:  # the model has not changed: nothing to see of any canary

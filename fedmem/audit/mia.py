@@ -57,7 +57,7 @@ import typing
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -75,7 +75,9 @@ from fedmem.audit.training_context import ScoringContext, check_training_forms, 
 from fedmem.common.fields import check_fields, option, positive
 from fedmem.common.fmt import pct
 from fedmem.common.stopwatch import Stopwatch
-from fedmem.engine.scoring import TokenStats
+
+if TYPE_CHECKING:
+    from fedmem.engine.scoring import TokenStats
 
 Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref"]
 ATTACKS: tuple[str, ...] = typing.get_args(Attack)

@@ -22,15 +22,28 @@ import shutil
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.common.io import atomic_path
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
 
+
 UPDATES = "updates"  # round_<r>/updates/: each client's update of the round
 CANARY_RELEASE = "canary_release"  # round_<r>/canary_release/: the round's release with its canary clients
+
+
+def load_file(path: str) -> dict:
+    """A safetensors file's tensors (torch, loaded when a run's files are first read)."""
+    from safetensors.torch import load_file as load
+
+    return load(path)
+
+
+def save_file(state: dict, path: str) -> None:
+    from safetensors.torch import save_file as save
+
+    save(state, path)
 
 
 def adapter_file(run_dir, server_round: int) -> Path:

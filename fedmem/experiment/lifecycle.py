@@ -26,7 +26,6 @@ from fedmem.common.io import FileProblem, atomic_write_json
 from fedmem.config.experiment import ExperimentConfig, from_dict, write_config
 from fedmem.experiment.archive import damaged_adapter, damaged_report
 from fedmem.experiment.preflight import preflight
-from fedmem.experiment.training import run_centralized
 from fedmem.federation.rounds import RoundFailedError
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
 from fedmem.tracking import run_tracker
@@ -165,6 +164,8 @@ def execute(cfg: ExperimentConfig, federated: Callable[[ExperimentConfig, int], 
     _running = (run_dir, cfg.strategy.num_rounds)
     try:
         if cfg.strategy.name == CENTRALIZED:
+            from fedmem.experiment.training import run_centralized  # torch: loaded for a run, not for a refusal
+
             run_centralized(cfg, start_round)
         else:
             federated(cfg, start_round)

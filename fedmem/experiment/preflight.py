@@ -11,7 +11,6 @@ import socket
 
 from fedmem.audit import AUDIT_METHODS
 from fedmem.config.experiment import ExperimentConfig, method_configs
-from fedmem.experiment.loading import audit_plan, base_model, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.views import view_for
 from fedmem.tracking import check_installed
@@ -62,6 +61,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     check_installed(cfg.tracker)
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
+    from fedmem.experiment.loading import audit_plan, base_model, federated_data  # torch and transformers
+
     data = federated_data(cfg)
     _, _, where = base_model(cfg)
     pool, configs = audit_plan(cfg)
@@ -80,6 +81,8 @@ def data_check(cfg: ExperimentConfig) -> str:
     account of the data (``MemorizationRatio.before_training``, as its view writes it: the held-out texts left out as
     training text, the data's floor on all and on distinctive text, the passages several clients or the public share
     hold). The audit pool and MR's settings are the run's own."""
+    from fedmem.experiment.loading import audit_plan, federated_data  # torch and transformers
+
     data = federated_data(cfg)
     pool, configs = audit_plan(cfg)
     mr_cfg = configs.get("mr") or method_configs(dataclasses.replace(

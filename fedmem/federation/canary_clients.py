@@ -26,13 +26,16 @@ median real update (nothing clips it). They enter no per-client table, no partic
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from fedmem.engine.directions import as_state, unit_direction
+import numpy as np
+
 from fedmem.federation.privacy import sampled_clients
 from fedmem.federation.rounds import EQUAL_WEIGHT_KEY, WEIGHT_KEY
 from fedmem.federation.strategies import CENTRALIZED, strategy_named
+
+if TYPE_CHECKING:
+    import torch
 
 SCALE = 10.0  # a canary is sent at 10 C: the clipping, not the canary client, gives it its norm
 SAMPLING_STREAM = 11  # the seed's generator stream of the canaries' draw each round
@@ -79,6 +82,8 @@ def drawn(seed: int, server_round: int, canary_clients: int, count: int) -> list
 
 def update(global_state: dict[str, torch.Tensor], index: int, seed: int, norm: float) -> dict[str, torch.Tensor]:
     """Canary ``index``'s reply: the global adapter plus ``norm`` times its direction."""
+    from fedmem.engine.directions import as_state, unit_direction
+
     step = as_state(norm * unit_direction(seed, index, sum(t.numel() for t in global_state.values())), global_state)
     return {k: global_state[k] + step[k] for k in global_state}
 

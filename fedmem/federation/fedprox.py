@@ -5,8 +5,7 @@ clients in each round's train config ("proximal-mu"); mu = 0 is FedAvg."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from fedmem.common.fields import option
 from fedmem.federation.strategies import (
@@ -15,6 +14,9 @@ from fedmem.federation.strategies import (
     StrategyConfig,
     register_strategy,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -29,6 +31,8 @@ class FedProxConfig(StrategyConfig):
 
 def proximal_term(params: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> torch.Tensor:
     """||w − w_start||² over the trainable (LoRA) weights only; the frozen base never moves."""
+    import torch
+
     return torch.stack([((p - start[n]) ** 2).sum() for n, p in params.items()]).sum()
 
 

@@ -4,10 +4,12 @@ fails, who took part, how the clients' train metrics combine, and the Flower str
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from fedmem.federation.strategies import strategy_named
+
+if TYPE_CHECKING:
+    import torch
 
 WEIGHT_KEY = "num_examples"  # a client's share of the average (FedAvg's weighting), sent in its train metrics
 EQUAL_WEIGHT_KEY = "clients"  # 1 from every client: DP-FedAvg's equal weights (the noise is calibrated to them)
@@ -72,6 +74,8 @@ def participation(server_round: int, sampled: int, replies: list[Reply], min_tra
 
 def update_norm(state: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> float:
     """The L2 norm of a client's update, its adapter minus the global adapter it started from (what DP clips)."""
+    import torch
+
     return float(torch.sqrt(sum(((state[k].double() - start[k].double()) ** 2).sum() for k in state)))
 
 

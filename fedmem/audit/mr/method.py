@@ -48,7 +48,6 @@ from fedmem.audit.truth import canary_group
 from fedmem.common.fields import build_section, check_fields, option, positive, section
 from fedmem.common.io import atomic_write_jsonl_gz
 from fedmem.common.stopwatch import Stopwatch
-from fedmem.engine.generation import hit_cap
 
 
 @dataclass
@@ -459,6 +458,8 @@ class MemorizationRatio(AuditMethod):
     def _generation_stats(self, audited: AuditedModel, outs: list[list[int]]) -> dict:
         """How the generations ended (the model's end of turn, or the cap), their lengths, and the decoding values
         ``generate`` used."""
+        from fedmem.engine.generation import hit_cap
+
         cap = self.cfg.max_new_tokens
         capped = sum(hit_cap(o, cap) for o in outs)
         lengths = sorted(len(o) for o in outs)
@@ -526,6 +527,8 @@ class MemorizationRatio(AuditMethod):
         typing; how its generation stopped (``end_of_turn`` or ``cap``) and its length in tokens; with
         ``audit.reveal_text`` also the exact prompt text the model saw (special tokens included), the prefix, the
         generation and every matched suffix, so a reader can see what the model produced and what it matched."""
+        from fedmem.engine.generation import hit_cap
+
         reveal, tok, cap = self.pool.reveal_text, self.pool.tokenizer, self.cfg.max_new_tokens
 
         def match(k, doc, det) -> dict:
