@@ -89,6 +89,14 @@ def of_this_session(process) -> bool:
         return False
 
 
+def pytest_collection_modifyitems(config, items):
+    """The files that hold whole-system tests (marked slow: Ray, Flower's Deployment Engine, real models) first, each
+    file's tests in their order: `make test`'s workers take a file at a time, and the longest files taken last would
+    leave one worker running them alone while the other idles."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in heavy)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def cores_shared_by_workers():
     """Test workers side by side (pytest -n) share the machine's cores: torch threads split between them, as the
