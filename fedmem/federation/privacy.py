@@ -7,12 +7,19 @@ only it is clipped and noised) to an L2 norm C, average the clipped updates with
 noise of standard deviation z*C/m to the average of m sampled clients. This module names the wrapper and its
 arguments; ``server/`` builds it, ``clients/`` adds the clipping mod a client-side wrapper needs.
 
-The budget is computed by Google's ``dp-accounting`` RDP accountant (the backend Flower's own accountant wraps; why
-this one, and the neighbouring relation, in docs/spec.md §9): client-level (epsilon, delta)-DP of the sequence of
-released global adapters, for a fixed population of N clients of which Flower samples m uniformly without
-replacement each round. Replacing one client's data moves the sum of clipped updates by at most 2C, so the noise
-is z/2 sensitivities; each round is a ``SampledWithoutReplacementDpEvent(N, m, Gaussian(z/2))``, and the figure is
-the smaller of that bound and the bound without sampling (the subsampled bound is loose for small z).
+The budget is client-level (epsilon, delta)-DP of the sequence of released global adapters, for a fixed population
+of N clients of which Flower samples m uniformly without replacement each round (why, and the neighbouring
+relation, in docs/spec.md §9). Replacing one client's data moves the sum of clipped updates by at most 2C, so each
+round is a Gaussian of z/2 sensitivities. Without sampling (m = N) the T composed rounds are exactly one Gaussian
+mechanism, mu-GDP with mu = 2 sqrt(sum 1/z_t^2) (Dong, Roth and Su 2022), and its epsilon is exact
+(:func:`gdp_epsilon`). With sampling the figure is the smaller of that exact bound (releasing a function of a subset
+is no less private) and Google's ``dp-accounting`` RDP accountant of ``SampledWithoutReplacementDpEvent(N, m,
+Gaussian(z/2))`` rounds (the backend Flower's own accountant wraps); its privacy-loss-distribution accountant
+analyses Poisson sampling only, which is not what Flower does.
+
+:func:`mechanism_epsilon` is the epsilon of the same Gaussian sums for one client of norm C added or removed (the
+relation the canary clients' estimate is about, docs/spec.md §10): exact without sampling, the PLD accountant's
+Poisson-sampled Gaussian where each round includes the client with probability q < 1.
 
 Where the proof holds (SPEC §9): the noise Flower adds is calibrated to the m sampled clients, so a round that
 averages m' < m replies (failed clients under ``strategy.min_trained_clients``) carries z·m'/m noise on its sum and
@@ -23,6 +30,7 @@ wrapper's noise does not cover, and is refused; adaptive clipping follows Andrew
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -33,7 +41,12 @@ from fedmem.common.fields import check_fields, option
 from fedmem.federation.strategies import strategy_named
 
 NOISE_STREAM = 12  # the seed's generator stream of the DP noise on each round's release
-ACCOUNTANT = "RDP (dp-accounting), client-level, replace-one, fixed-size sampling without replacement"
+ACCOUNTANTS = {
+    "exact": "exact (composed Gaussian, mu-GDP), client-level, replace-one, every client in every round",
+    "rdp": "RDP (dp-accounting), client-level, replace-one, fixed-size sampling without replacement",
+    "exact_unsampled": "exact without sampling (mu-GDP), client-level, replace-one: tighter here than RDP with "
+                       "fixed-size sampling without replacement",
+}
 
 
 @dataclass
@@ -139,32 +152,75 @@ def effective_multiplier(defense: DefenseConfig, sampled: int, averaged: int) ->
     return (z_updates ** -2 + (2 * count_stddev(defense, sampled)) ** -2) ** -0.5
 
 
-def privacy_budget(defense: DefenseConfig, averaged: list[int], sampled: int, population: int) -> dict:
-    """Epsilon at ``defense.delta`` after the released rounds, round t having averaged ``averaged[t]`` of the
-    ``sampled`` clients drawn from ``population``, with the settings that decide it (the report's ``defense.dp``)."""
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The smallest ε at which a mu-GDP mechanism (one Gaussian of standard deviation sensitivity / mu, or a
+    composition of Gaussians whose mus add in squares) is (ε, δ)-DP: exact, not a bound (dp-accounting's analytic
+    Gaussian mechanism, Balle and Wang 2018)."""
+    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+
+    return 0.0 if mu <= 0 else float(get_epsilon_gaussian(1 / mu, delta))
+
+
+def composed_mu(multipliers: list[float], sensitivity: float) -> float:
+    """mu of the composition of Gaussian rounds of the given noise multipliers (noise standard deviation over the
+    clipping norm C), for a neighbouring relation that moves the sum by ``sensitivity`` C."""
+    return sensitivity * math.sqrt(sum(z ** -2 for z in multipliers)) if multipliers else 0.0
+
+
+def _multipliers(defense: DefenseConfig, averaged: list[int], sampled: int) -> list[float]:
+    return [effective_multiplier(defense, sampled, m) for m in averaged]
+
+
+def _rdp_epsilon(multipliers: list[float], sampled: int, population: int, delta: float) -> float:
+    """dp-accounting's RDP bound for replace-one rounds sampled without replacement (``SampledWithoutReplacement``)."""
     import dp_accounting
     from dp_accounting.rdp import rdp_privacy_accountant
 
-    replace_one = dp_accounting.NeighboringRelation.REPLACE_ONE
-    rounds: dict[float, int] = {}  # effective multiplier -> rounds that had it
-    for m in averaged:
-        z = effective_multiplier(defense, sampled, m)
-        rounds[z] = rounds.get(z, 0) + 1
+    accountant = rdp_privacy_accountant.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    for z in multipliers:
+        gaussian = dp_accounting.GaussianDpEvent(z / 2)  # sensitivity 2C under replace-one
+        accountant.compose(dp_accounting.SampledWithoutReplacementDpEvent(population, sampled, gaussian))
+    return float(accountant.get_epsilon(delta))
 
-    def epsilon(sampling: bool) -> float:
-        accountant = rdp_privacy_accountant.RdpAccountant(neighboring_relation=replace_one)
-        for z, count in rounds.items():
-            gaussian = dp_accounting.GaussianDpEvent(z / 2)  # sensitivity 2C under replace-one
-            event = dp_accounting.SampledWithoutReplacementDpEvent(population, sampled, gaussian) if sampling \
-                else gaussian
-            accountant.compose(event, count)
-        return float(accountant.get_epsilon(defense.delta))
 
-    eps = 0.0 if not averaged else min(epsilon(True), epsilon(False))
+def privacy_budget(defense: DefenseConfig, averaged: list[int], sampled: int, population: int) -> dict:
+    """Epsilon at ``defense.delta`` after the released rounds, round t having averaged ``averaged[t]`` of the
+    ``sampled`` clients drawn from ``population``, with the settings that decide it (the report's ``defense.dp``):
+    exact with every client sampled, else the tighter of the exact unsampled bound and the RDP accountant's."""
+    multipliers = _multipliers(defense, averaged, sampled)
+    exact = gdp_epsilon(composed_mu(multipliers, 2.0), defense.delta)
+    if not averaged:
+        eps, accountant = 0.0, ACCOUNTANTS["exact"]
+    elif sampled >= population:
+        eps, accountant = exact, ACCOUNTANTS["exact"]
+    else:
+        rdp = _rdp_epsilon(multipliers, sampled, population, defense.delta)
+        eps, accountant = (rdp, ACCOUNTANTS["rdp"]) if rdp <= exact else (exact, ACCOUNTANTS["exact_unsampled"])
     return {"epsilon": eps, "delta": defense.delta, "rounds": len(averaged), "noise_multiplier": defense.noise_multiplier,
             "clipping": defense.clipping, "clipping_norm": defense.clipping_norm, "side": defense.side,
             "sampled": sampled, "population": population, "sampling_rate": sampled / population,
-            "averaged": list(averaged), "accountant": ACCOUNTANT}
+            "averaged": list(averaged), "accountant": accountant}
+
+
+def mechanism_epsilon(multipliers: list[float], sampling_rate: float, delta: float) -> float:
+    """Epsilon at ``delta`` of the Gaussian sums for one client of norm C added or removed, each round of noise
+    multiplier ``multipliers[t]`` including the client with probability ``sampling_rate``: exact (mu-GDP) when every
+    round includes it, else dp-accounting's PLD accountant of Poisson-sampled Gaussians (never above the exact
+    unsampled figure)."""
+    exact = gdp_epsilon(composed_mu(multipliers, 1.0), delta)
+    if sampling_rate >= 1 or not multipliers:
+        return exact
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    # the loss's grid scaled to the ε it is read at (upward rounding: still a bound): a fixed 1e-4 grid costs minutes
+    # and gigabytes once ε reaches the thousands, for digits no reader needs
+    accountant = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                      value_discretization_interval=max(1e-4, exact * 1e-5))
+    for z in multipliers:
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(z)))
+    return min(exact, float(accountant.get_epsilon(delta)))
 
 
 def round_privacy(defense: DefenseConfig, strategy, num_clients: int, averaged: list[int],
