@@ -58,10 +58,12 @@ run: install
 	$(BIN)/fedmem run $(ARGS)
 
 # Two test workers, a test file each at a time (--dist loadfile: a file's trained fixtures are built once): much of
-# the suite waits on Ray, subprocesses and files, and one worker alone leaves a core idle.
+# the suite waits on Ray, subprocesses and files, and one worker alone leaves a core idle. The files go out in the
+# order tests/conftest.py gives them, the whole-system ones first (xdist's own order, the files with the most tests
+# first, sends those few-test, longest files last, and one worker runs them alone at the end).
 TEST_WORKERS ?= 2
 test: install-dev
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The same experiment through Flower's own CLI (`flwr run .`, managed local SuperLink, one supernode per client).
 # FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1: run the apps in this venv; otherwise flwr 1.41 builds a runtime
