@@ -15,7 +15,8 @@ Columns, each at δ = 1e-5 after T rounds of DP-FedAvg at noise multiplier z wit
 
 from __future__ import annotations
 
-from fedmem.federation.privacy import DefenseConfig, _rdp_epsilon, mechanism_epsilon, privacy_budget
+from fedmem.common.accounting import mechanism_epsilon
+from fedmem.federation.privacy import DefenseConfig, _rdp_epsilon, privacy_budget
 
 SETTINGS = [  # (z, rounds, sampled, population): the frontier (3 clients, 3 rounds), z = 1, and a sampled federation
     (0.001, 3, 3, 3), (0.01, 3, 3, 3), (0.1, 3, 3, 3), (1.0, 3, 3, 3), (1.0, 10, 10, 100), (4.0, 50, 10, 100),

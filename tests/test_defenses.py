@@ -71,7 +71,7 @@ def test_the_mechanisms_epsilon_gives_the_specs_worked_values(z, rounds, relatio
     """docs/spec.md §10's worked values (δ = 1e-5, every client in every round): the composed Gaussian's ε for one
     client added or removed (sensitivity C), replaced (2C), and replaced with a second noisy copy of every round's
     sum released beside the model (twice the rounds)."""
-    from fedmem.federation.privacy import mechanism_epsilon
+    from fedmem.common.accounting import mechanism_epsilon
 
     if relation == "add_remove":
         assert mechanism_epsilon([z] * rounds * copies, 1.0, 1e-5) == pytest.approx(epsilon, rel=2e-3)
@@ -82,7 +82,7 @@ def test_the_mechanisms_epsilon_gives_the_specs_worked_values(z, rounds, relatio
 
 def test_the_mechanisms_epsilon_with_sampling_is_dp_accountings_pld_and_never_above_the_unsampled():
     import dp_accounting
-    from fedmem.federation.privacy import mechanism_epsilon
+    from fedmem.common.accounting import mechanism_epsilon
 
     pld = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
     pld.compose(dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)), 10)
@@ -357,7 +357,7 @@ def test_the_sweep_tables_each_defense_and_plots_the_frontier(compose, tmp_path)
     assert (tmp_path / "defense_frontier.png").stat().st_size > 10_000
 
 
-def test_the_defenses_preset_sweeps_five_settings_over_three_seeds():
+def test_the_defenses_preset_sweeps_six_settings_over_three_seeds():
     from pathlib import Path
 
     from fedmem.config.compose import compose_dict, conf_dir
@@ -370,8 +370,8 @@ def test_the_defenses_preset_sweeps_five_settings_over_three_seeds():
         assert "exposure" in cfg.audit.methods and cfg.experiment == "defenses"
         assert (cfg.defense.name, cfg.data.dedup) in {("none", "off"), ("dp", "off"), ("none", "exact")}
     noise = sorted(from_dict(compose_dict(["experiment=defenses", f"defense=dp_{x}_noise"])).defense.noise_multiplier
-                   for x in ("low", "mid", "high"))
-    assert len(set(noise)) == 3 and np.all(np.diff(np.log10(noise)) > 0.5)
+                   for x in ("low", "mid", "high", "full"))
+    assert len(set(noise)) == 4 and np.all(np.diff(np.log10(noise)) > 0.5) and noise[-1] == 1.0
 
 
 def test_each_defense_preset_opens_with_its_command_and_lists_only_its_changes():

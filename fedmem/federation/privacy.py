@@ -17,9 +17,8 @@ is no less private) and Google's ``dp-accounting`` RDP accountant of ``SampledWi
 Gaussian(z/2))`` rounds (the backend Flower's own accountant wraps); its privacy-loss-distribution accountant
 analyses Poisson sampling only, which is not what Flower does.
 
-:func:`mechanism_epsilon` is the epsilon of the same Gaussian sums for one client of norm C added or removed (the
-relation the canary clients' estimate is about, docs/spec.md §10): exact without sampling, the PLD accountant's
-Poisson-sampled Gaussian where each round includes the client with probability q < 1.
+``fedmem.common.accounting.mechanism_epsilon`` is the epsilon of the same Gaussian sums for one client of norm C added
+or removed (the relation the canary clients' estimate is about, docs/spec.md §10).
 
 Where the proof holds (SPEC §9): the noise Flower adds is calibrated to the m sampled clients, so a round that
 averages m' < m replies (failed clients under ``strategy.min_trained_clients``) carries z·m'/m noise on its sum and
@@ -30,13 +29,13 @@ wrapper's noise does not cover, and is refused; adaptive clipping follows Andrew
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from fedmem.common.accounting import composed_mu, gdp_epsilon
 from fedmem.common.fields import check_fields, option
 from fedmem.federation.strategies import strategy_named
 
@@ -152,21 +151,6 @@ def effective_multiplier(defense: DefenseConfig, sampled: int, averaged: int) ->
     return (z_updates ** -2 + (2 * count_stddev(defense, sampled)) ** -2) ** -0.5
 
 
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest ε at which a mu-GDP mechanism (one Gaussian of standard deviation sensitivity / mu, or a
-    composition of Gaussians whose mus add in squares) is (ε, δ)-DP: exact, not a bound (dp-accounting's analytic
-    Gaussian mechanism, Balle and Wang 2018)."""
-    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
-
-    return 0.0 if mu <= 0 else float(get_epsilon_gaussian(1 / mu, delta))
-
-
-def composed_mu(multipliers: list[float], sensitivity: float) -> float:
-    """mu of the composition of Gaussian rounds of the given noise multipliers (noise standard deviation over the
-    clipping norm C), for a neighbouring relation that moves the sum by ``sensitivity`` C."""
-    return sensitivity * math.sqrt(sum(z ** -2 for z in multipliers)) if multipliers else 0.0
-
-
 def _multipliers(defense: DefenseConfig, averaged: list[int], sampled: int) -> list[float]:
     return [effective_multiplier(defense, sampled, m) for m in averaged]
 
@@ -203,35 +187,22 @@ def privacy_budget(defense: DefenseConfig, averaged: list[int], sampled: int, po
             "averaged": list(averaged), "accountant": accountant}
 
 
-def mechanism_epsilon(multipliers: list[float], sampling_rate: float, delta: float) -> float:
-    """Epsilon at ``delta`` of the Gaussian sums for one client of norm C added or removed, each round of noise
-    multiplier ``multipliers[t]`` including the client with probability ``sampling_rate``: exact (mu-GDP) when every
-    round includes it, else dp-accounting's PLD accountant of Poisson-sampled Gaussians (never above the exact
-    unsampled figure)."""
-    exact = gdp_epsilon(composed_mu(multipliers, 1.0), delta)
-    if sampling_rate >= 1 or not multipliers:
-        return exact
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
-
-    # the loss's grid scaled to the ε it is read at (upward rounding: still a bound): a fixed 1e-4 grid costs minutes
-    # and gigabytes once ε reaches the thousands, for digits no reader needs
-    accountant = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                                      value_discretization_interval=max(1e-4, exact * 1e-5))
-    for z in multipliers:
-        accountant.compose(dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(z)))
-    return min(exact, float(accountant.get_epsilon(delta)))
-
-
 def round_privacy(defense: DefenseConfig, strategy, num_clients: int, averaged: list[int],
-                  clipping_norm: float | None = None, update_norms: list[float] = ()) -> dict | None:
+                  clipping_norm: float | None = None, update_norms: list[float] = (), releases: int = 1
+                  ) -> dict | None:
     """The report's ``defense.dp`` after the rounds so far (``averaged``: how many replies each averaged; None
     without DP): the budget, the clipping norm this round used (adaptive clipping moves it) and how many of the
-    clients' updates it clipped."""
+    clients' updates it clipped. ``releases``: noisy copies of every round's sum the run keeps (2 where it writes
+    the canary clients' release beside the model, each with noise of its own), all of them counted."""
     if not defense.active:
         return None
     sampled = sampled_clients(strategy, num_clients)
-    out = privacy_budget(defense, averaged, sampled, num_clients)
+    out = privacy_budget(defense, [m for m in averaged for _ in range(releases)], sampled, num_clients)
+    out["rounds"], out["averaged"] = len(averaged), list(averaged)
+    if releases > 1:
+        out["releases_per_round"] = releases
+        out["accountant"] += (f"; {releases} releases of every round counted (the model and the canary clients' "
+                              "release kept beside it)")
     if clipping_norm is not None:
         out["clipping_norm"] = clipping_norm
     if update_norms:
