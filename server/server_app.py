@@ -17,17 +17,19 @@ from flwr.serverapp import Grid, ServerApp
 from fedmem.config import ExperimentConfig, load_config
 from fedmem.experiment.auditor import training_auditor
 from fedmem.experiment.lifecycle import record_failure
-from fedmem.federation.canary_clients import RELEASE_STREAM, is_canary
+from fedmem.federation.canary_clients import RELEASE_STREAM, is_canary, release_scale
 from fedmem.federation.privacy import NOISE_STREAM, flower_wrapper, sampled_clients, seeded_noise
 from fedmem.federation.rounds import (
     Reply,
     RoundFailedError,
     aggregate_train_metrics,
+    diverged_line,
     flower_strategy,
     last_line,
     participation,
 )
 from fedmem.reports.pages import headline
+import clients.zero_update  # noqa: F401  (a zero update through Flower's DP clipping)
 from server.adaptive_clipping import CORRECTED
 from server.canary_clients import CanaryClients, is_canary_reply
 
@@ -89,6 +91,9 @@ def build_strategy(cfg: ExperimentConfig):
                              key=lambda r: int(r.content["metrics"]["partition_id"]))
             self.train_log[server_round] = {int(r.content["metrics"]["partition_id"]): dict(r.content["metrics"])
                                             for r in trained}
+            # a client whose training diverged fails the round before anything of it is averaged
+            if line := diverged_line(server_round + self.offset, self.train_log[server_round], cfg.train):
+                raise RoundFailedError(line)
             if self.keep_updates:  # each client's update as the server received it, for the audits (SPEC §11)
                 self.keep_updates(server_round, {int(r.content["metrics"]["partition_id"]):
                                                  r.content["arrays"].to_torch_state_dict() for r in trained})
@@ -101,7 +106,7 @@ def build_strategy(cfg: ExperimentConfig):
         def canary_release(self, server_round, trained, planted):
             """The round's canary release (fedmem.federation.canary_clients): the real replies (already clipped:
             clipping them again leaves them) and the canaries' through the same wrapper, its noise calibrated to
-            all of them and drawn apart; kept for the client-level audit, never the global model."""
+            all of them and drawn apart; handed to the client-level audit's archive, never the global model."""
             run_round, real = server_round + self.offset, getattr(self, "num_sampled_clients", None)
             if real is not None:
                 self.num_sampled_clients = real + len(planted)
@@ -113,12 +118,18 @@ def build_strategy(cfg: ExperimentConfig):
                     self.num_sampled_clients = real
             release = canaries.released(arrays, self.current, len(trained), len(planted))
             if release is not None and self.keep_canary_release:
-                self.keep_canary_release(run_round, release.to_torch_state_dict())
+                scale = release_scale(cfg.defense, getattr(self, "clipping_norm", None),
+                                      real if real is not None else len(trained), len(trained), len(planted))
+                scale["sampling_rate"] = canaries.per_round / canaries.count  # each canary's chance to be in a round
+                self.keep_canary_release(run_round, release.to_torch_state_dict(),
+                                         self.current.to_torch_state_dict(), scale)
 
     strategy = Recording(*args, **kwargs)
     strategy.train_log, strategy.sampled, strategy.participation, strategy.clipping = {}, {}, {}, {}
     strategy.keep_updates = None  # (round, {client: adapter}) -> None: set when the run keeps its clients' updates
-    strategy.keep_canary_release = None  # (run round, adapter) -> None: where the canary release goes
+    # (run round, release, the round's global model before it, the release's scale) -> None: what the client-level
+    # audit keeps of the canary release (fedmem.experiment.archive)
+    strategy.keep_canary_release = None
     return strategy
 
 

@@ -1,8 +1,9 @@
 """The client-level estimate from canary clients (docs/spec.md §10): the ε of two Gaussians, one round of the
-Gaussian mechanism against its analytic ε, and canary clients in the real Flower simulation: sampled, clipped and
-noised like the real clients into a release of their own, leaving the global model bit for bit, the real clients'
-figures and budget as they are without canaries; both empirical figures 0 at round 0 and never above the
-accountant's ε."""
+Gaussian mechanism against its analytic ε, the estimate read against the ε of the mechanism it estimates (a halved
+noise flagged, a statistic the clients' updates dominate reported saturated), and canary clients in the real Flower
+simulation: sampled, clipped and noised like the real clients into a release of their own, kept on disk only as its
+projections unless asked, leaving the global model bit for bit, the real clients' figures and budget as they are
+without canaries; both empirical figures 0 at round 0 and never above the accountant's ε."""
 
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ from fedmem.audit.canary_clients import MAX_EPSILON, estimate, gaussian_pair_eps
 from fedmem.cli import run_experiment
 from fedmem.config.experiment import from_dict
 from fedmem.engine.directions import unit_direction
+from fedmem.common.accounting import mechanism_epsilon
 from fedmem.federation.privacy import DefenseConfig, privacy_budget
 from tests.conftest import report_schema_errors
 
@@ -71,17 +73,82 @@ def test_canary_clients_that_could_not_be_run_as_real_clients_are_refused(compos
                       "strategy.min_train_nodes=2"))  # 2 of 3 clients a round: 4 of the 6 canaries
 
 
+# ---------------------------------------------------------------- read against the mechanism's ε
+
+
+def _simulated_audit(tmp_path, z_drawn: float, z_said: float, updates: float, rounds: int = 1,
+                     d: int = 20_000, k: int = 32, unseen: int = 64, kept: int = 96) -> dict:
+    """The method's section after ``rounds`` rounds of a canary release simulated as the server makes it, kept as
+    the server keeps it (``RunArchive.save_canary_release``): 2 real clients whose summed update projects onto a
+    random direction with standard deviation ``updates`` times the noise's, k canaries of norm C along their
+    directions, and Gaussian noise drawn at multiplier ``z_drawn`` while the kept scale says ``z_said`` (a release
+    that carries less noise than configured, when they differ); the release kept along ``kept`` directions."""
+    from fedmem.audit.base import AuditedModel, AuditPool
+    from fedmem.audit.canary_clients import CanaryClients, CanaryClientsConfig
+    from fedmem.engine.config import Decoding
+    from fedmem.experiment.archive import RunArchive
+    from fedmem.federation.canary_clients import release_scale
+
+    C, real = 1.0, 2
+    rng = np.random.default_rng(11)
+    archive = RunArchive(tmp_path, seed=3, directions=kept)
+    said = release_scale(DefenseConfig(name="dp", noise_multiplier=z_said), C, real, real, k)
+    directions = np.stack([unit_direction(3, j, d) for j in range(k)])
+    for r in range(1, rounds + 1):
+        noise_sd = said["noise_sd"] * z_drawn / z_said
+        change = rng.standard_normal(d) * noise_sd * (1 + updates ** 2) ** 0.5 if updates else \
+            rng.standard_normal(d) * noise_sd  # the clients' summed update, as random as the noise, plus the noise
+        change += directions.sum(0) * said["canary_norm"]
+        archive.save_canary_release(r, {"w": torch.from_numpy(change)}, {"w": torch.zeros(d, dtype=torch.float64)},
+                                    {**said, "sampling_rate": 1.0})
+    pool = AuditPool(train={0: []}, test={0: []}, train_sizes={0: 1}, tokenizer=None, decoding=Decoding(),
+                     prefix_len=1, prompt_header=(), seed=3, ground_truth={"canary_clients": {"count": k}})
+    method = CanaryClients(CanaryClientsConfig(unseen=unseen, delta=1e-5), pool)
+    return method.audit(AuditedModel(pool=pool, round=rounds, model=None, archive=archive, budget=None))
+
+
+def test_a_release_with_half_the_configured_noise_is_flagged_and_the_configured_noise_is_not(tmp_path):
+    """One round at multiplier 1 (the mechanism's ε 4.38 for one canary added or removed): the estimate from 32
+    canaries and 64 unseen directions brackets it; the same release drawn with half the noise gives about the ε of
+    multiplier 1/2 (10.4), whose interval lies wholly above 4.38: an alert."""
+    right = _simulated_audit(tmp_path / "right", 1.0, 1.0, updates=0)
+    assert right["headline"]["epsilon_mechanism"] == pytest.approx(mechanism_epsilon([1.0], 1.0, 1e-5))
+    assert right["readings"] == {"final": "read", "every_round": "read"} and "alert" not in right
+    lo, hi = right["headline"]["ratio_final_ci95"]
+    assert lo < 1 < hi
+    halved = _simulated_audit(tmp_path / "halved", 0.5, 1.0, updates=0)
+    assert halved["readings"]["final"] == "above the mechanism"
+    assert halved["headline"]["ratio_final_ci95"][0] > 1
+    assert "less noise than configured" in halved["alert"]
+
+
+def test_a_statistic_the_clients_updates_dominate_is_saturated_with_no_ratio(tmp_path):
+    """The clients' update spreads the unseen directions twice as much as the noise does (the noise is a fifth of
+    the null's variance): the estimate reads the updates, as it would without DP, and no ratio is given."""
+    section = _simulated_audit(tmp_path, 1.0, 1.0, updates=2.0)
+    assert section["headline"]["noise_share_final"] == pytest.approx(0.2, abs=0.08)
+    assert section["readings"]["final"] == "saturated" and section["headline"]["ratio_final"] is None
+    assert section["headline"]["ratio_final_ci95"] is None and "alert" not in section
+
+
+def test_a_reaudit_asking_for_more_directions_than_the_run_kept_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"audit.canary_clients.unseen=100: the run kept its canary releases along "
+                                         r"96 directions, 32 of them its canaries: set it to at most 64"):
+        _simulated_audit(tmp_path, 1.0, 1.0, updates=0, unseen=100)
+
+
 # ---------------------------------------------------------------- through the real Flower simulation
 
 C = 0.05
 RUNS = {  # name -> (overrides, rounds)
-    "z0.5": (["defense=dp", "defense.noise_multiplier=0.5"], 1),
+    "z0.5": (["defense=dp", "defense.noise_multiplier=0.5", "audit.canary_clients.keep_release=true"], 1),
     "z2": (["defense=dp", "defense.noise_multiplier=2.0"], 2),
     "z8": (["defense=dp", "defense.noise_multiplier=8.0"], 1),
     "none": ([], 1),
     "z0.5 alone": (["defense=dp", "defense.noise_multiplier=0.5", "data.audit_canary_clients=0",
                     "audit.methods=[utility,one_run]"], 1),
 }
+KEPT = {"z0.5"}  # the runs that write their canary release beside the model (audit.canary_clients.keep_release)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +189,10 @@ def _change(run: Path, r: int, folder: str = "adapter") -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", ["z0.5", "z2", "z8"])
-def test_empirical_epsilons_stay_under_the_accountants_and_are_0_before_training(canary_runs, name):
+def test_empirical_epsilons_stay_under_the_mechanisms_and_are_0_before_training(canary_runs, name):
+    """Each estimate beside the exact ε of the mechanism it estimates (2 real clients and the 32 canaries all sampled:
+    multiplier z for one canary, every round) and the accountant's budget, which counts the canary release as a
+    second release of every round where the run keeps it on disk; no alert."""
     run = canary_runs(name)
     z = float(RUNS[name][0][1].split("=")[1])
     assert _report(run, 0)["audit"]["one_run"]["headline"]["epsilon"] == 0.0
@@ -130,15 +200,23 @@ def test_empirical_epsilons_stay_under_the_accountants_and_are_0_before_training
     for r in range(1, RUNS[name][1] + 1):
         report = _report(run, r)
         accountant = report["defense"]["dp"]["epsilon"]
-        # the real clients' budget: 2 clients, both sampled, as without canaries
+        # the real clients' budget: 2 clients, both sampled, as without canaries; twice the releases where kept
+        releases = 2 if name in KEPT else 1
         assert accountant == pytest.approx(privacy_budget(DefenseConfig(name="dp", noise_multiplier=z),
-                                                          [2] * r, 2, 2)["epsilon"])
+                                                          [2] * r * releases, 2, 2)["epsilon"])
+        assert report["defense"]["dp"].get("releases_per_round", 1) == releases
         assert report["audit"]["one_run"]["headline"]["epsilon"] <= accountant
-        h = report["audit"]["canary_clients"]["headline"]
+        section = report["audit"]["canary_clients"]
+        h = section["headline"]
+        assert h["epsilon_mechanism"] == pytest.approx(mechanism_epsilon([z] * r, 1.0, 1e-5), rel=1e-9)
+        assert h["epsilon_accountant"] == accountant and "alert" not in section
         for threat in ("final", "every_round"):
-            assert 0 <= h[f"epsilon_{threat}_ci95"][0] <= accountant
+            assert 0 <= h[f"epsilon_{threat}_ci95"][0] <= h["epsilon_mechanism"]
+            assert section["readings"][threat] in ("read", "saturated")
+            assert (h[f"ratio_{threat}"] is None) == (section["readings"][threat] == "saturated")
         assert report["participation"]["trained"] == [0, 1] and [t["client"] for t in report["train"]] == [0, 1]
         assert report_schema_errors(report) == []
+        assert (run / f"round_{r}" / "canary_release").exists() == (name in KEPT)  # the second copy only if asked
 
 
 def test_canaries_are_clipped_to_C_and_the_real_clients_keep_their_noise_and_share(canary_runs):
@@ -173,14 +251,20 @@ def test_the_global_model_is_the_run_without_canary_clients(canary_runs):
 
 
 def test_without_dp_a_canary_adds_the_median_real_update_over_the_real_clients(canary_runs):
+    """Read from what the run kept of its canary release: the change along each direction (the release itself is
+    not on disk)."""
     run = canary_runs("none")
-    report, change = _report(run, 1), _change(run, 1, "canary_release")
+    report = _report(run, 1)
     median = float(np.median([t["update_norm"] for t in report["train"]]))
-    along = np.array([unit_direction(0, j, len(change)) @ change for j in range(32)])
-    assert along == pytest.approx(median / 2, rel=0.1)
+    kept = json.loads((run / "round_1" / "canary_projections.json").read_text())
+    assert kept["noise_sd"] == 0 and kept["multiplier"] is None and len(kept["dots"]) == 32 + 64
+    assert np.array(kept["dots"][:32]) == pytest.approx(median / 2, rel=0.1)
+    assert not (run / "round_1" / "canary_release").exists()
     model = _change(run, 1)
     assert np.abs([unit_direction(0, j, len(model)) @ model for j in range(32)]).max() < median / 20
-    assert report["audit"]["canary_clients"]["headline"]["epsilon_final"] > 100  # no noise hides a canary
+    section = report["audit"]["canary_clients"]
+    assert section["headline"]["epsilon_final"] > 100  # no noise hides a canary
+    assert section["headline"]["epsilon_mechanism"] is None and set(section["readings"].values()) == {"no noise"}
     assert [t["client"] for t in report["train"]] == [0, 1]
     assert "canary_client_cosines.png" in (run / "round_1" / "report.md").read_text()
 

@@ -4,22 +4,35 @@ Federated Learning", ICLR 2024): how far what a round releases reveals one clien
 The data names k canary clients (``data.audit_canary_clients``); the federation sends each one's fixed random direction
 through the round like a real client's update, into the round's *canary release*: the round's aggregate with the
 canaries averaged in, noised like the global model with a draw of its own, that nothing trains on
-(``fedmem.federation.canary_clients``). This method draws the same k directions and k' more that were never inserted
-(``unseen``), all from the run's seed (``fedmem.engine.directions``), and after each round takes the cosine between
-each direction and the release's change, Δ_s = (canary release of round s) − θ_(s−1):
+(``fedmem.federation.canary_clients``). It is a second draw of the same mechanism, not the released model: the model
+never carries a canary. The run keeps, per round, that release's change Δ_s = (canary release of round s) − θ_(s−1)
+along the k directions and k' more that were never inserted (``unseen``), all from the run's seed
+(``fedmem.engine.directions``), and Δ_s's norm (``fedmem.experiment.archive``); the release itself is written only
+with ``keep_release``, and the run's budget then counts it as a second release of every round. After each round:
 
-- **final model** (the adversary sees the model of this round only): the change since round 0, Δ_1 + ... + Δ_r;
-- **every round** (the adversary sees every round's model): each round's change Δ_s, s = 1..r, and per direction the
-  largest of those cosines.
+- **final model** (the adversary sees the model of this round only): each direction's projection of the change since
+  round 0, Δ_1 + ... + Δ_r (the cosine of the paper up to the one norm every direction shares, which no ε depends on);
+- **every round** (the adversary sees every round's model): each round's cosine with Δ_s, s = 1..r, and per
+  direction the largest.
 
-A direction never inserted is independent of the release, so its cosine is distributed as the null (about N(0, 1/d)
-in d dimensions); an inserted one is shifted by its own contribution. As the paper does, a Gaussian is fitted to each
-set of statistics (unseen, inserted) and the estimate is the ε at the run's δ of telling the two Gaussians apart
-(:func:`gaussian_pair_epsilon`): for one round of the Gaussian mechanism it is that mechanism's ε for a client whose
-update has norm C (the paper's analysis, asymptotically in d). It is an estimate, not a bound: its interval is a
-percentile bootstrap over the canaries (inserted and unseen resampled apart). At round 0 nothing has changed and it is
-0. The releases and earlier rounds' adapters are read back from the run (``AuditedModel.canary_release``,
-``AuditedModel.global_adapter``), so a resumed run or a re-audit of some rounds gives the same figures.
+A direction never inserted is independent of the release, so its statistic is distributed as the null; an inserted
+one is shifted by its own contribution. As the paper does, a Gaussian is fitted to each set of statistics (unseen,
+inserted) and the estimate is the ε at the run's δ of telling the two Gaussians apart (:func:`gaussian_pair_epsilon`):
+for the Gaussian mechanism it is that mechanism's ε for a client whose update has norm C (the paper's analysis,
+asymptotically in d). It is an estimate, not a bound: its interval is a percentile bootstrap over the canaries
+(inserted and unseen resampled apart). At round 0 nothing has changed and it is 0.
+
+**Its yardstick** is the ε of the mechanism it estimates, computed exactly (``fedmem.federation.privacy.
+mechanism_epsilon``): the Gaussian sums of the rounds so far for one client of norm C added or removed, at each
+round's noise multiplier and the canaries' sampling rate. The accountant's budget beside it is for another relation
+(one client replaced, 2C) and reads looser by that alone. Read per threat model:
+
+- *saturated*: the release's noise makes up less than half of the null's variance (the real clients' own updates
+  spread the unseen directions more than the noise does), so the statistic measures the updates, not the noise, and
+  reaches no further than it would without DP: no ratio to the mechanism's ε is read;
+- *above the mechanism*: the estimate's interval lies wholly above the mechanism's ε, so the release carries less
+  noise than the configuration says, or the accounting is wrong: an alert on the console and the page;
+- otherwise the ratio estimate / mechanism ε, with its interval.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from typing import Literal
 import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
+from fedmem.common.accounting import mechanism_epsilon
 from fedmem.common.fields import check_fields, option, positive
 
 THREATS = {"final": "final model", "every_round": "every round"}
@@ -52,6 +66,11 @@ class CanaryClientsConfig:
     resamples: int = option(200, "bootstrap resamples of the estimate's 95% interval")
     delta: float | None = option(None, "δ of the estimate; null = the run's defense.delta (filled in when the "
                                        "config is checked)")
+    keep_release: bool = option(
+        False, "also write each round's canary release (round_<r>/canary_release/): a second noisy copy of the real "
+               "clients' sum, which the run's privacy budget then counts as a second release of every round")
+    saturation: float = option(0.5, "the share of the null's variance the release's noise must make up for the "
+                                    "estimate to be read against the mechanism's ε (below it: saturated)")
 
     def __post_init__(self):
         check_fields(self, "audit.canary_clients")
@@ -61,6 +80,8 @@ class CanaryClientsConfig:
                              f"{self.unseen}")
         if self.delta is not None and not 0 < self.delta < 1:
             raise ValueError(f"audit.canary_clients.delta must be in (0, 1), got {self.delta}")
+        if not 0 < self.saturation < 1:
+            raise ValueError(f"audit.canary_clients.saturation must be in (0, 1), got {self.saturation}")
 
 
 # ---------------------------------------------------------------- ε of two Gaussians
@@ -144,6 +165,27 @@ def bootstrap_ci95(inserted: np.ndarray, unseen: np.ndarray, delta: float, fit: 
 # ---------------------------------------------------------------- the method
 
 
+def reading(estimate_ci: list[float] | None, mechanism: float | None, share: float | None, saturation: float
+            ) -> str:
+    """How one threat model's estimate reads against the mechanism's ε: ``no noise`` (no DP: no mechanism to read it
+    against), ``above the mechanism``, ``saturated`` or ``read``."""
+    if mechanism is None or share is None:
+        return "no noise"
+    if estimate_ci is not None and estimate_ci[0] > mechanism:
+        return "above the mechanism"
+    return "saturated" if share < saturation else "read"
+
+
+READINGS = {
+    "no noise": "no DP: nothing to read the estimate against",
+    "above the mechanism": "the estimate's interval lies wholly above the mechanism's ε: the release carries less "
+                           "noise than configured, or the accounting is wrong",
+    "saturated": "saturated: the release's noise is under its share of the null's spread, so the statistic measures "
+                 "the clients' updates, as it would without DP; no ratio is read",
+    "read": "read against the mechanism's ε",
+}
+
+
 @register
 class CanaryClients(AuditMethod):
     name = "canary_clients"
@@ -153,6 +195,16 @@ class CanaryClients(AuditMethod):
     figures = (
         Figure("epsilon_final", "client-level ε estimate (final model)", kind="score", console=True, epsilon=True),
         Figure("epsilon_every_round", "client-level ε estimate (every round)", kind="score", epsilon=True),
+        Figure("epsilon_mechanism", "the mechanism's ε (one client added or removed)", kind="score", ci=None,
+               memorization=None, console=True),
+        Figure("ratio_final", "estimate ÷ the mechanism's ε (final model)", kind="score", memorization=None),
+        Figure("ratio_every_round", "estimate ÷ the mechanism's ε (every round)", kind="score", memorization=None),
+        Figure("epsilon_accountant", "the accountant's ε (one client replaced)", kind="score", ci=None,
+               memorization=None, sweep=None),
+        Figure("ratio_accountant_final", "estimate ÷ the accountant's ε (final model)", kind="score",
+               memorization=None, sweep=None),
+        Figure("noise_share_final", "the noise's share of the null's variance (final model)", ci=None,
+               memorization=None, sweep=None),
     )
 
     @classmethod
@@ -165,7 +217,7 @@ class CanaryClients(AuditMethod):
 
     @classmethod
     def round_cost(cls, cfg: CanaryClientsConfig, clients: int) -> str:
-        return "no model pass: cosines of the canary release's change with each canary direction"
+        return "no model pass: the canary release's change along each direction, kept by the run"
 
     def __init__(self, cfg: CanaryClientsConfig, pool: AuditPool):
         super().__init__(cfg, pool)
@@ -175,76 +227,68 @@ class CanaryClients(AuditMethod):
             raise ValueError("audit.canary_clients measures the data's canary clients, and this data has fewer than "
                              "2: set data.audit_canary_clients")
         self.unseen = cfg.unseen
-        self.round_cosines: dict[int, np.ndarray] = {}  # round s -> each direction's cosine with Δ_s
 
-    def _cosines(self, deltas: list[np.ndarray]) -> np.ndarray:
-        """[len(deltas), inserted + unseen]: each change's cosine with each direction (nan for no change). Each dot
-        product is taken alone, so a round's cosines have the same bits whatever else is computed with them (a
-        re-audit of one round reads the same figures as the run)."""
-        from fedmem.engine.directions import unit_direction
-
-        size = len(deltas[0])
-        norms = np.array([np.linalg.norm(d) for d in deltas])
-        dots = np.empty((len(deltas), self.inserted + self.unseen))
-        for j in range(self.inserted + self.unseen):
-            u = unit_direction(self.pool.seed, j, size)
-            dots[:, j] = [float(d @ u) for d in deltas]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return dots / norms[:, None]
+    def _kept(self, audited: AuditedModel, r: int) -> list[dict] | None:
+        """Rounds 1..r of what the run kept of the canary release, cut to this audit's directions; None where a round
+        is missing. A run that kept fewer directions than asked for is refused in one line."""
+        rounds = [audited.canary_projections(s) for s in range(1, r + 1)]
+        if any(p is None for p in rounds):
+            return None
+        wanted = self.inserted + self.unseen
+        if (have := min(len(p["dots"]) for p in rounds)) < wanted:
+            raise ValueError(f"audit.canary_clients.unseen={self.unseen}: the run kept its canary releases along "
+                             f"{have} directions, {self.inserted} of them its canaries: set it to at most "
+                             f"{have - self.inserted}")
+        return [p | {"dots": np.asarray(p["dots"][:wanted])} for p in rounds]
 
     def audit(self, audited: AuditedModel) -> dict:
-        from fedmem.engine.directions import flat
-
         r = audited.round
         out = {"config": asdict(self.cfg), "inserted": self.inserted, "unseen": self.unseen, "delta": self.cfg.delta}
         if r == 0:  # the model has not changed: nothing to see of any canary
             return {**out, "headline": {"epsilon_final": 0.0, "epsilon_every_round": 0.0}, "canaries": []}
-        states, changes = {}, {}
-
-        def state(s: int) -> np.ndarray | None:
-            if s not in states:
-                adapter = audited.global_adapter(s)
-                states[s] = None if adapter is None else flat(adapter)
-            return states[s]
-
-        def change(s: int) -> np.ndarray | None:  # Δ_s
-            if s not in changes:
-                release, before = audited.canary_release(s), state(s - 1)
-                changes[s] = None if release is None or before is None else flat(release) - before
-            return changes[s]
-
-        missing = [s for s in range(1, r + 1) if s not in self.round_cosines and change(s) is not None]
-        total = None  # Δ_1 + ... + Δ_r, summed in round order: a re-audit of one round has the same bits
-        if all(change(s) is not None for s in range(1, r + 1)):
-            total = change(1).copy()
-            for s in range(2, r + 1):
-                total += change(s)
-        wanted = [change(s) for s in missing] + ([total] if total is not None else [])
-        cosines = self._cosines(wanted) if wanted else []
-        self.round_cosines.update(zip(missing, cosines))
-        statistics = {}
-        if total is not None:
-            statistics["final"] = cosines[-1]
-        if all(s in self.round_cosines for s in range(1, r + 1)):
-            statistics["every_round"] = np.max([self.round_cosines[s] for s in range(1, r + 1)], axis=0)
-        headline, fits = {}, {}
+        rounds = self._kept(audited, r)
+        if rounds is None:
+            return {**out, "headline": {f"epsilon_{t}": None for t in THREATS}, "canaries": [],
+                    "note": "The run did not keep every round's canary release up to this one: the estimate is n/a."}
+        noisy = all(p["multiplier"] is not None for p in rounds)
+        mechanism = mechanism_epsilon([p["multiplier"] for p in rounds], rounds[0].get("sampling_rate", 1.0),
+                                      self.cfg.delta) if noisy else None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            statistics = {"final": np.sum([p["dots"] for p in rounds], axis=0),
+                          "every_round": np.max([p["dots"] / p["norm"] for p in rounds], axis=0)}
+        null = statistics["final"][self.inserted:]
+        shares = {  # the release's noise over the null's variance: of the summed projections, of each round's cosine
+            "final": min(1.0, sum(p["noise_sd"] ** 2 for p in rounds) / float(np.var(null, ddof=1))) if noisy else None,
+            "every_round": min(1.0, min(p["size"] * p["noise_sd"] ** 2 / p["norm"] ** 2 for p in rounds))
+            if noisy else None}
+        headline, fits, readings = {"epsilon_mechanism": mechanism, "epsilon_accountant": audited.budget}, {}, {}
         for threat in THREATS:
-            x = statistics.get(threat)
-            if x is None or np.isnan(x).any():
+            x = statistics[threat]
+            headline[f"noise_share_{threat}"] = shares[threat]
+            if np.isnan(x).any():  # a round whose release did not change
                 headline[f"epsilon_{threat}"], headline[f"epsilon_{threat}_ci95"] = None, None
                 continue
-            seen, null = x[: self.inserted], x[self.inserted:]
-            headline[f"epsilon_{threat}"] = estimate(seen, null, self.cfg.delta, self.cfg.fit)
+            seen, unseen = x[: self.inserted], x[self.inserted:]
+            headline[f"epsilon_{threat}"] = estimate(seen, unseen, self.cfg.delta, self.cfg.fit)
             rng = np.random.default_rng([self.pool.seed, BOOTSTRAP_STREAM, r])  # the same draws for either threat
-            headline[f"epsilon_{threat}_ci95"] = bootstrap_ci95(seen, null, self.cfg.delta, self.cfg.fit,
-                                                                self.cfg.resamples, rng)
+            ci = bootstrap_ci95(seen, unseen, self.cfg.delta, self.cfg.fit, self.cfg.resamples, rng)
+            headline[f"epsilon_{threat}_ci95"] = ci
+            readings[threat] = reading(ci, mechanism, shares[threat], self.cfg.saturation)
+            for against, eps in (("", mechanism), ("accountant_", audited.budget)):  # each ratio labelled
+                read = readings[threat] in ("read", "above the mechanism") and eps
+                headline[f"ratio_{against}{threat}"] = headline[f"epsilon_{threat}"] / eps if read else None
+                headline[f"ratio_{against}{threat}_ci95"] = [ci[0] / eps, ci[1] / eps] if read else None
             fits[threat] = {"inserted": [float(seen.mean()), float(seen.std(ddof=1))],
-                            "unseen": [float(null.mean()), float(null.std(ddof=1))]}
+                            "unseen": [float(unseen.mean()), float(unseen.std(ddof=1))]}
         rows = [{"direction": j, "inserted": j < self.inserted,
                  **{threat: float(x[j]) for threat, x in statistics.items()}}
                 for j in range(self.inserted + self.unseen)]
-        out = {**out, "headline": headline, "fits": fits, "canaries": rows}
-        if len(statistics) < len(THREATS):
-            out["note"] = ("The run did not keep every round's canary release or global adapter up to this one: a "
-                           "figure that needs them is n/a.")
+        out |= {"headline": headline, "fits": fits, "canaries": rows, "readings": readings,
+                "mechanism": {"relation": "one client of norm C added or removed", "rounds": r,
+                              "multipliers": [p["multiplier"] for p in rounds] if noisy else None,
+                              "sampling_rate": rounds[0].get("sampling_rate", 1.0), "epsilon": mechanism,
+                              "what": "the canary release: a second draw of the round's mechanism with the canaries "
+                                      "averaged in, not the released model"}}
+        if alerts := [f"{THREATS[t]}: {READINGS[v]}" for t, v in readings.items() if v == "above the mechanism"]:
+            out["alert"] = "; ".join(alerts)
         return out

@@ -26,6 +26,12 @@ def unit_direction(seed: int, index: int, size: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+def along(vector: np.ndarray, seed: int, count: int) -> np.ndarray:
+    """``vector``'s dot product with each of the run's first ``count`` directions. Each is taken alone, so a dot
+    product has the same bits whatever else is computed with it (a re-audit of one round reads the run's figures)."""
+    return np.array([float(vector @ unit_direction(seed, j, len(vector))) for j in range(count)])
+
+
 def as_state(vector: np.ndarray, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``vector`` (laid out as :func:`flat` lays ``like`` out) cut back into ``like``'s weights, dtypes and shapes."""
     out, at = {}, 0

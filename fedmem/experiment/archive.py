@@ -7,9 +7,11 @@
   only while a method that scores them is enabled (``AuditMethod.scores_updates``: source inference) or
   ``audit.keep_updates`` asks for them, and removed as soon as their round is audited unless ``audit.keep_updates``
   keeps them for re-audits. A centralized run has no clients and writes none.
-- ``round_<r>/canary_release/``: the round's release with its canary clients averaged in
-  (``fedmem.federation.canary_clients``), written by the server of a run that has canary clients; the client-level
-  audit reads it, nothing trains on it.
+- ``round_<r>/canary_projections.json``: in a run with canary clients, the change of the round's canary release
+  (its aggregate with the canary clients averaged in, ``fedmem.federation.canary_clients``) along each direction the
+  client-level audit reads, with the release's noise and a canary's norm: what that audit needs, a few numbers per
+  direction. The release itself, a second noisy copy of the real clients' sum, stays in memory; only
+  ``audit.canary_clients.keep_release`` writes it (``round_<r>/canary_release/``), and the budget then counts it.
 
 :class:`RunArchive` is the audit core's ``RoundArchive`` over one run directory: a training run's own, which
 writes and removes the updates, or a re-audited run's, which it only reads.
@@ -21,16 +23,18 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 from safetensors import SafetensorError, safe_open
 
 from fedmem.audit import AUDIT_METHODS
-from fedmem.common.io import atomic_path
+from fedmem.common.io import atomic_path, atomic_write_json
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
 
 
 UPDATES = "updates"  # round_<r>/updates/: each client's update of the round
-CANARY_RELEASE = "canary_release"  # round_<r>/canary_release/: the round's release with its canary clients
+CANARY_RELEASE = "canary_release"  # round_<r>/canary_release/: the round's release with its canary clients, if kept
+CANARY_PROJECTIONS = "canary_projections.json"  # round_<r>/: the canary release's change along the audit's directions
 
 
 def load_file(path: str) -> dict:
@@ -91,16 +95,25 @@ class RunArchive:
     """One run directory's rounds. ``writes``: the run being trained, whose server writes its clients' updates
     (:meth:`save_updates`) and whose auditor lets each round's go once audited (:meth:`audited`) unless ``keep``."""
 
-    def __init__(self, run_dir, writes: bool = False, keep: bool = True):
+    def __init__(self, run_dir, writes: bool = False, keep: bool = True, seed: int = 0, directions: int = 0,
+                 keep_release: bool = False):
         self.run_dir, self.writes, self.keep = Path(run_dir), writes, keep
+        # the canary release: its change along the run's first ``directions`` directions, and the release itself
+        # only with ``keep_release`` (a second noisy copy of the real clients' sum, which the budget must then count)
+        self.seed, self.directions, self.keep_release = seed, directions, keep_release
 
     @classmethod
     def of_training(cls, cfg: ExperimentConfig) -> RunArchive:
         """A training run's archive: it writes the clients' updates when a method scores them or
-        ``audit.keep_updates`` asks for them, a federated run only."""
+        ``audit.keep_updates`` asks for them, a federated run only; with canary clients, each round's canary release
+        along the directions the client-level audit reads (its canaries' and ``unseen`` more)."""
         federated = cfg.strategy.name != CENTRALIZED
         wanted = bool(scoring_updates(cfg)) or cfg.audit.keep_updates
-        return cls(cfg.run_dir, writes=federated and wanted, keep=cfg.audit.keep_updates)
+        audit = method_configs(cfg).get("canary_clients")
+        unseen = audit.unseen if audit is not None else AUDIT_METHODS["canary_clients"].Config().unseen
+        return cls(cfg.run_dir, writes=federated and wanted, keep=cfg.audit.keep_updates, seed=cfg.seed,
+                   directions=cfg.data.audit_canary_clients + unseen,
+                   keep_release=audit is not None and audit.keep_release)
 
     @property
     def keeps_updates(self) -> bool:
@@ -118,14 +131,24 @@ class RunArchive:
     def _canary_release_file(self, server_round: int) -> Path:
         return self.run_dir / f"round_{server_round}" / CANARY_RELEASE / "adapter_model.safetensors"
 
-    def canary_release(self, server_round: int) -> dict | None:
-        path = self._canary_release_file(server_round)
-        return load_file(str(path)) if path.is_file() else None
+    def canary_projections(self, server_round: int) -> dict | None:
+        path = self.run_dir / f"round_{server_round}" / CANARY_PROJECTIONS
+        return json.loads(path.read_text()) if path.is_file() else None
 
-    def save_canary_release(self, server_round: int, state: dict) -> None:
-        """The round's canary release (an adapter state), written before the round is audited."""
-        with atomic_path(self._canary_release_file(server_round)) as tmp:
-            save_file({k: v.contiguous() for k, v in state.items()}, str(tmp))
+    def save_canary_release(self, server_round: int, release: dict, start: dict, scale: dict) -> None:
+        """What the client-level audit reads of the round's canary release, written before the round is audited:
+        its change from the round's global model ``start`` along each direction (``dots``), that change's norm and
+        size, and the release's ``scale`` (``fedmem.federation.canary_clients.release_scale``). The release itself
+        is written only where asked (``keep_release``)."""
+        from fedmem.engine.directions import along, flat
+
+        change = flat(release) - flat(start)
+        atomic_write_json(self.run_dir / f"round_{server_round}" / CANARY_PROJECTIONS,
+                          {"dots": along(change, self.seed, self.directions).tolist(),
+                           "norm": float(np.linalg.norm(change)), "size": int(change.size), **scale})
+        if self.keep_release:
+            with atomic_path(self._canary_release_file(server_round)) as tmp:
+                save_file({k: v.contiguous() for k, v in release.items()}, str(tmp))
 
     def _update_files(self, server_round: int) -> dict[int, Path]:
         folder = self.updates_dir(server_round)

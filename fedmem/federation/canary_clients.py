@@ -109,6 +109,18 @@ def with_norm(reply: list[np.ndarray], current: list[np.ndarray], norm: float) -
     return [b + (c * scale).astype(b.dtype) for b, c in zip(current, change)]
 
 
+def release_scale(defense, clipping_norm: float | None, sampled: int, real: int, canaries: int) -> dict:
+    """The canary release's scale, in the units of its change from the round's global model: the noise's standard
+    deviation per weight (Flower's z C / (m + c) on the average of the m + c sampled replies, times the (real + c) /
+    real of :func:`released`) and one canary's norm in it (C / real); their ratio is the noise multiplier of the
+    Gaussian mechanism that puts one canary in or out. Without DP there is no noise and no fixed norm."""
+    if not defense.active or clipping_norm is None:
+        return {"noise_sd": 0.0, "canary_norm": None, "multiplier": None}
+    noise_sd = defense.noise_multiplier * clipping_norm / (sampled + canaries) * (real + canaries) / real
+    canary_norm = clipping_norm / real
+    return {"noise_sd": noise_sd, "canary_norm": canary_norm, "multiplier": noise_sd / canary_norm}
+
+
 def released(current: list[np.ndarray], averaged: list[np.ndarray], real: int, canaries: int) -> list[np.ndarray]:
     """The round's canary release from Flower's average of ``real`` + ``canaries`` replies: its change from
     ``current`` scaled by (real + canaries) / real, so each real update keeps its share of an average over the real
