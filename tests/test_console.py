@@ -9,7 +9,7 @@ import re
 import pytest
 
 from fedmem.cli import verbosity
-from fedmem.common.fmt import pct_ci, pts_ci
+from fedmem.common.fmt import figure_text, pct_ci
 from fedmem.reports.console import configure_logging, round_line
 
 
@@ -39,8 +39,11 @@ def test_a_round_line_holds_every_methods_headline(run):
     assert f"MR_Intra {pct_ci(mr['intra'], mr['intra_ci95'])}  MR_Inter {pct_ci(mr['inter'], mr['inter_ci95'])}" in line
     # the control's excess leads, the paper's MR beside it
     assert line.index("MR_Intra excess") < line.index(f"MR_Intra {pct_ci(mr['intra'], mr['intra_ci95'])}")
-    assert (f"MR_Intra excess {pts_ci(mr['excess_intra'], mr['excess_intra_ci95'])}  "
-            f"MR_Inter excess {pts_ci(mr['excess_inter'], mr['excess_inter_ci95'])}") in line
+    excess = {k: figure_text("difference", mr[k], mr[f"{k}_ci95"], mde=mr[f"{k}_mde"])
+              for k in ("excess_intra", "excess_inter")}
+    assert f"MR_Intra excess {excess['excess_intra']}  MR_Inter excess {excess['excess_inter']}" in line
+    # an interval that holds 0 says the smallest excess this audit detects
+    assert "(under " in excess["excess_intra"] or not mr["excess_intra_ci95"][0] <= 0 <= mr["excess_intra_ci95"][1]
     assert f"PA-memorized {pa['pa_memorized']} of {pa['audited']}" in line
     assert f"PEARL TPR {pct_ci(pearl['tpr'], pearl['tpr_ci95'])}  PEARL FPR {pct_ci(pearl['fpr'], pearl['fpr_ci95'])}" in line
     assert re.search(r"  [\d.]+ s training \+ [\d.]+ s audit$", line), line

@@ -70,6 +70,7 @@ from fedmem.audit.base import (
     register,
 )
 from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
+from fedmem.audit.intervals import detectable_auc
 from fedmem.audit.pool import draw_and_planted
 from fedmem.audit.training_context import ScoringContext, check_training_forms, context_option
 from fedmem.common.fields import check_fields, option, positive
@@ -266,7 +267,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
     size_keys = ("n",)
     # the LOSS attack is the baseline every other attack is read against: on the console and in the sweep tables
     figures = tuple(Figure(f"{a}_auc", f"{LABELS[a]} AUC", kind="score", console=a == "loss",
-                           sweep="extra" if a == "loss" else None) for a in ATTACKS) + tuple(
+                           sweep="extra" if a == "loss" else None, mde=True, null=0.5) for a in ATTACKS) + tuple(
         Figure(f"{a}_tpr_at_{key}_fpr", f"{LABELS[a]} TPR at {FPRS[key]:.0%} FPR", sweep=None)
         for a in ATTACKS for key in FPRS)
 
@@ -370,9 +371,11 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
         cfg = self.cfg
         pooled, per_client = self._evaluate(rows, defined)
         headline: dict = {"members": pooled["members"], "nonmembers": pooled["nonmembers"]}
+        detectable = detectable_auc(pooled["members"], pooled["nonmembers"])  # the same for every attack
         for a in ATTACKS:
             f = pooled["attacks"][a]
             headline |= {f"{a}_auc": f["auc"], f"{a}_auc_ci95": f["auc_ci95"],
+                         f"{a}_auc_mde": None if detectable is None or f["auc"] is None else detectable - 0.5,
                          **{f"{a}_tpr_at_{key}_fpr": f[f"tpr_at_{key}_fpr"] for key in FPRS}}
         section = {
             "config": {**asdict(cfg), "seed": self.seed},

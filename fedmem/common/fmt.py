@@ -48,16 +48,24 @@ def score_ci(x: float | None, ci: list | None) -> str:
     return number(x) + (f" [{number(ci[0])}, {number(ci[1])}]" if ci and ci[0] is not None else "")
 
 
-def figure_text(kind: str, x, ci: list | None = None, total=None) -> str:
+def figure_text(kind: str, x, ci: list | None = None, total=None, mde: float | None = None, null: float = 0.0
+                ) -> str:
     """A figure by its kind (``fedmem.audit.base.Figure``): a rate in percent, a difference in points, a count (of
-    ``total`` when given), a score as a number; each with its interval when it has one."""
+    ``total`` when given), a score as a number; each with its interval when it has one, and where that interval
+    holds the ``null`` (no effect), the smallest effect the audit detects (``mde``): ``(under 2.94 pts)``,
+    ``(under 0.61)`` for an AUC."""
     if kind == "rate":
         return pct_ci(x, ci)
     if kind == "difference":
-        return pts_ci(x, ci)
-    if kind == "count":
+        text = pts_ci(x, ci)
+    elif kind == "count":
         return "n/a" if x is None else (count(int(x), int(total)) if total is not None else str(int(x)))
-    return score_ci(x, ci)
+    else:
+        text = score_ci(x, ci)
+    if mde is not None and x is not None and ci and ci[0] is not None and ci[0] <= null <= ci[1]:
+        text += f" (under {100 * mde:.{DECIMALS}f} pts)" if kind == "difference" else \
+            f" (under {null + mde:.{DECIMALS}f})"
+    return text
 
 
 def scale_ceiling(x: float) -> float:

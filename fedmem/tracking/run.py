@@ -38,6 +38,8 @@ def round_metrics(report: dict) -> dict[str, float]:
         ci = h.get(figure.ci) if figure.ci else None
         if ci and all(isinstance(b, (int, float)) for b in ci):
             out[f"{key}_ci95_lo"], out[f"{key}_ci95_hi"] = float(ci[0]), float(ci[1])
+        if figure.mde and isinstance(h.get(figure.mde_key), (int, float)):
+            out[f"{key}_mde"] = float(h[figure.mde_key])
     own = headline(report)
     return out | {k: v for k, v in own.items() if k == "train/train_loss" or k in RUN_FIGURES}
 

@@ -185,9 +185,13 @@ class SuffixMatcher:
 def figure_summary(f: dict) -> dict:
     """MR_Intra, MR_Inter, MR_Total with their 95% intervals, and the matrix, of one category's ``mr_figures``."""
     unc = f["uncertainty"]
+    # the size a plain proportion would need for the weighted mean's design (Kish's), and MR_Total's prefixes: what
+    # the smallest detectable excess is computed at
+    kish = 1 / sum(w * w / n for w, n in zip(f["weights"], f["n"]) if n) if any(f["n"]) else 0.0
     return {"intra": f["intra"], "intra_ci95": unc["intra"]["ci95"],
             "inter": f["inter"], "inter_ci95": (unc.get("inter") or {}).get("ci95"),
-            "total": f["total"], "total_ci95": unc["total"]["ci95"], "matrix": f["matrix"], "n": f["n"]}
+            "total": f["total"], "total_ci95": unc["total"]["ci95"], "matrix": f["matrix"], "n": f["n"],
+            "n_eff": {"intra": kish, "inter": kish, "total": float(sum(f["n"]))}}
 
 
 def mr_summary(prefix_clients: list[int], hits: dict[str, list[set[int]]], sizes) -> dict:

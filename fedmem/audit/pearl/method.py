@@ -48,7 +48,7 @@ from fedmem.audit.calibration import (
     roc_auc,
     split_halves,
 )
-from fedmem.audit.intervals import rate
+from fedmem.audit.intervals import detectable_auc, rate
 from fedmem.audit.pearl.perturb import (
     bitflip,
     change_shares,
@@ -161,7 +161,7 @@ class PearlSensitivity(AuditMethod):
     figures = (
         Figure("tpr", "PEARL TPR", console=True),
         Figure("fpr", "PEARL FPR", memorization=None, console=True, sweep=None),
-        Figure("auc", "PEARL ROC AUC", kind="score", sweep=None),
+        Figure("auc", "PEARL ROC AUC", kind="score", sweep=None, mde=True, null=0.5),
         Figure("members_flagged", "PEARL members flagged", kind="count", of="members", sweep=None),
     )
 
@@ -302,6 +302,7 @@ class PearlSensitivity(AuditMethod):
                 "fpr": held_out["fpr"],
                 "fpr_ci95": held_out["fpr_ci95"],
                 "auc": roc_auc(mem_s, non_s),
+                "auc_mde": None if (auc_at := detectable_auc(len(mem_s), len(non_s))) is None else auc_at - 0.5,
                 "members_flagged": (at_cal.get("members") or {}).get("memorized"),  # at alpha, as decided
                 "members": nm,
             },

@@ -30,7 +30,8 @@ class Panel:
 def headline_text(figure: Figure, headline: dict[str, Any]) -> str:
     """One declared figure of a headline as it reads everywhere (``fedmem.common.fmt.figure_text``)."""
     return figure_text(figure.kind, headline.get(figure.key), headline.get(figure.ci) if figure.ci else None,
-                       headline.get(figure.of) if figure.of else None)
+                       headline.get(figure.of) if figure.of else None,
+                       headline.get(figure.mde_key) if figure.mde else None, figure.null)
 
 
 class View:
