@@ -83,15 +83,19 @@ def _prepare(tokenizer, task, prefix_len: int, header: tuple[int, ...], frames: 
 
 
 def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.Random, min_tokens: int,
-          prepare: Callable[..., AuditSample | None], trained: set[str] | None = None) -> list[AuditSample]:
+          prepare: Callable[..., AuditSample | None], elsewhere: set[str]) -> list[AuditSample]:
     """One client split's samples: its distinct texts, the planted canaries (train) first, then a seeded draw of n
-    ordinary ones; ``trained`` (a test split): its texts that are training text, never drawn."""
+    ordinary ones; ``elsewhere``: its ordinary texts found in training text beyond the record itself (another
+    client's training split or the public share; for a held-out text, any), never drawn."""
     seen, planted, rest = set(), [], []
     for i, r in enumerate(records):
-        if r.mem_text in seen or (trained is not None and r.mem_text in trained) or AUDIT_CANARY in r.tags:
+        if r.mem_text in seen or AUDIT_CANARY in r.tags:
             continue  # an audit canary is the privacy audit's own sample (fedmem.audit.one_run), never an ordinary one
         seen.add(r.mem_text)
-        (planted if split == "train" and "canary" in r.tags else rest).append(i)
+        if split == "train" and "canary" in r.tags:
+            planted.append(i)
+        elif r.mem_text not in elsewhere:
+            rest.append(i)
     rng.shuffle(rest)  # taking the first usable ones of a shuffled list = drawing without replacement
     want = len(rest) if n == "all" else n
     out = [s for s in (prepare(records[i], client, split, i) for i in planted) if s is not None]
@@ -106,8 +110,8 @@ def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.
     if n != "all" and ordinary < n:
         raise ValueError(
             f"{key}={n}, but client {client}'s {split} split has only {ordinary} distinct samples of at least "
-            f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS})"
-            + (" that are not training text" if trained is not None else "") + f": lower {key} or set it to all"
+            f"{min_tokens} tokens (audit.prefix_len plus {MIN_SUFFIX_TOKENS}) that are not training text elsewhere: "
+            f"lower {key} or set it to all"
         )
     return out
 
@@ -125,12 +129,24 @@ def build_audit_pool(audit: AuditConfig, task, data, tokenizer, seed: int, train
     prepare = partial(_prepare, tokenizer, task, audit.prefix_len, header, frames, trained_len)
     training_texts = {c: tuple(r.mem_text for r in cs.train) for c, cs in enumerate(data.clients)}
     dedup = data.ground_truth.get("dedup") or {}
-    trained = TrainedText([t for texts in training_texts.values() for t in texts] + list(data.public_corpus),
-                          dedup["threshold"] if dedup.get("mode") == "near" else None)
+    threshold = dedup["threshold"] if dedup.get("mode") == "near" else None
+
+    def trained_beyond(client: int | None) -> TrainedText:
+        """Training text beyond ``client``'s own split (None: all of it), and the public share."""
+        return TrainedText([t for c, texts in training_texts.items() if c != client for t in texts]
+                           + list(data.public_corpus), threshold)
+
+    # one duplicate rule for both arms (SPEC §3b): a text found in training text beyond its own record is drawn in
+    # neither, a held-out one anywhere in it, a training one in another client's split or the public share
+    trained = trained_beyond(None)
     heldout_trained = {c: {r.mem_text for r in cs.test if r.mem_text in trained} for c, cs in enumerate(data.clients)}
+    train_elsewhere = {}
+    for c, cs in enumerate(data.clients):
+        beyond = trained_beyond(c) if len(data.clients) > 1 or data.public_corpus else set()
+        train_elsewhere[c] = {r.mem_text for r in cs.train if "canary" not in r.tags and r.mem_text in beyond}
 
     train = {c: _pick(cs.train, audit.samples_per_client, c, "train", "audit.samples_per_client", rng, min_tokens,
-                      prepare)
+                      prepare, train_elsewhere[c])
              for c, cs in enumerate(data.clients)}
     test = {c: _pick(cs.test, audit.test_per_client, c, "test", "audit.test_per_client", rng, min_tokens, prepare,
                      heldout_trained[c])
@@ -152,6 +168,7 @@ def build_audit_pool(audit: AuditConfig, task, data, tokenizer, seed: int, train
         train_frame=next((frames[s.id] for c in sorted(train) for s in train[c] if s.id in frames), None),
         training_texts=training_texts,
         heldout_trained={c: len(texts) for c, texts in heldout_trained.items()},
+        train_elsewhere={c: len(texts) for c, texts in train_elsewhere.items()},
         cut_at_trained_length={c: {split: sum(s.train_cut > 0 for s in drawn[c]) for split, drawn in pools.items()}
                                for c in train},
     )
@@ -204,29 +221,39 @@ def check_supply(pool: AuditPool, needs: dict[str, dict[str, int]]) -> None:
                                      f"supplies {have}: lower audit.{name}'s size")
 
 
+def front_loaded(samples: list[AuditSample], n: int, min_suffix: int) -> tuple[list[AuditSample], list[AuditSample]]:
+    """(the first ``n`` ordinary samples of a split's seeded order with at least ``min_suffix`` trained suffix
+    tokens, the split reordered with them just after its canaries): the one selection rule of both arms of every
+    comparison of trained with held-out text (SPEC §3b: the arms drawn alike, length included)."""
+    chosen, _ = draw(samples, n, min_suffix)
+    ids = {s.id for s in chosen}
+    return chosen, canaries(samples) + chosen + [s for s in samples if "canary" not in s.tags and s.id not in ids]
+
+
 def place_common_draw(pool: AuditPool, n: int, min_suffix: int, suffix_owner: str = "") -> AuditPool:
     """The pool with each client's common draw, the first ``n`` ordinary (non-canary) train samples of its seeded
     order with at least ``min_suffix`` suffix tokens (what every enabled method can score), moved to just after the
-    canaries, its ids in ``run.common_draw``.
+    canaries, its ids in ``run.common_draw``; and each client's held-out samples reordered by the same rule, so that a
+    method's two arms, each drawn as the first samples of its split's order, are drawn alike.
 
     Why it is moved: a method's draw takes the first samples of the pool's order that it can score, so with the
     common draw at the front any draw of at least ``n`` samples (MR's slice, after the canaries) holds it, whatever
     suffix length the method asks for. A method that scores suffixes of ``min_suffix`` tokens draws exactly what it
     drew before; one that scores shorter suffixes may now take a long-suffix sample in place of a short one.
     ``suffix_owner`` names the method whose suffix sets ``min_suffix``, for the error when a client falls short."""
-    train, common = {}, {}
+    train, test, common = {}, {}, {}
+    whose = f" ({suffix_owner}'s suffix)" if suffix_owner else ""
     for client, samples in pool.train.items():
-        chosen, _ = draw(samples, n, min_suffix)
-        if len(chosen) < n:
-            whose = f" ({suffix_owner}'s suffix)" if suffix_owner else ""
-            raise ValueError(f"audit.common_draw={n}, but client {client}'s pool holds only {len(chosen)} ordinary "
-                             f"train samples with {min_suffix} suffix tokens{whose}: lower audit.common_draw or raise "
-                             "audit.samples_per_client")
-        ids = {s.id for s in chosen}
-        rest = [s for s in samples if "canary" not in s.tags and s.id not in ids]
-        train[client] = canaries(samples) + chosen + rest
+        chosen, train[client] = front_loaded(samples, n, min_suffix)
+        held, test[client] = front_loaded(pool.test.get(client, []), n, min_suffix)
+        if len(chosen) < n or (pool.test.get(client) and len(held) < n):
+            split, key, have = ("train", "audit.samples_per_client", len(chosen)) if len(chosen) < n else \
+                ("held-out", "audit.test_per_client", len(held))
+            raise ValueError(f"audit.common_draw={n}, but client {client}'s pool holds only {have} ordinary {split} "
+                             f"samples with {min_suffix} suffix tokens{whose}, and both arms are drawn alike: lower "
+                             f"audit.common_draw or raise {key}")
         common[client] = tuple(s.id for s in chosen)
-    return replace(pool, train=train, common_draw=common)
+    return replace(pool, train=train, test=test, common_draw=common)
 
 
 def check_common_draw(pool: AuditPool, audited: dict[str, set[str]], sizes: dict[str, str]) -> None:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
-from fedmem.audit.intervals import newcombe
+from fedmem.audit.intervals import detectable_excess, newcombe
 from fedmem.audit.mr.detector import (
     CATEGORIES,
     Detection,
@@ -102,7 +102,8 @@ TEXTS = ("all", "distinctive")
 
 def excess(train: dict, heldout: dict) -> dict:
     """Per category and figure (intra, inter, total): training prefixes' MR minus held-out prefixes' MR, with
-    Newcombe's 95% interval for a difference of two independent rates (from each rate's Wilson interval)."""
+    Newcombe's 95% interval for a difference of two independent rates (from each rate's Wilson interval), and the
+    smallest excess over the held-out rate that this test detects at the two arms' sizes (``mde``, SPEC §12)."""
     out = {}
     for cat, t in train.items():
         h, row = heldout[cat], {}
@@ -112,7 +113,8 @@ def excess(train: dict, heldout: dict) -> dict:
                 row[figure] = None
                 continue
             lo, hi = newcombe(t[figure], ci_t, h[figure], ci_h)
-            row[figure] = {"diff": t[figure] - h[figure], "ci95": [max(-1.0, lo), min(1.0, hi)]}
+            row[figure] = {"diff": t[figure] - h[figure], "ci95": [max(-1.0, lo), min(1.0, hi)],
+                           "mde": detectable_excess(h[figure], t["n_eff"][figure], h["n_eff"][figure])}
         out[cat] = row
     return out
 
@@ -183,14 +185,16 @@ class MemorizationRatio(AuditMethod):
     # exchangeable arms); the paper's MR follows under its own names, then the held-out prefixes' MR and the data's
     # floor. In the sweep tables the paper's columns come first (they are the paper's tables) and the excess beside.
     figures = (
-        Figure("excess_intra", "MR_Intra excess", kind="difference", console=True, sweep="extra"),
-        Figure("excess_inter", "MR_Inter excess", kind="difference", console=True, sweep="extra"),
-        Figure("excess_total", "MR_Total excess", kind="difference", sweep="total"),
-        Figure("excess_own_intra", "MR_Intra excess, own record", kind="difference", sweep="extra"),
-        Figure("excess_other_intra", "MR_Intra excess, other records", kind="difference", sweep="extra"),
-        Figure("excess_other_inter", "MR_Inter excess, other records", kind="difference", sweep="extra"),
-        Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", sweep="extra"),
-        Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", sweep="extra"),
+        Figure("excess_intra", "MR_Intra excess", kind="difference", mde=True, console=True, sweep="extra"),
+        Figure("excess_inter", "MR_Inter excess", kind="difference", mde=True, console=True, sweep="extra"),
+        Figure("excess_total", "MR_Total excess", kind="difference", mde=True, sweep="total"),
+        Figure("excess_own_intra", "MR_Intra excess, own record", kind="difference", mde=True, sweep="extra"),
+        Figure("excess_other_intra", "MR_Intra excess, other records", kind="difference", mde=True, sweep="extra"),
+        Figure("excess_other_inter", "MR_Inter excess, other records", kind="difference", mde=True, sweep="extra"),
+        Figure("distinctive_excess_intra", "MR_Intra excess, distinctive text", kind="difference", mde=True,
+               sweep="extra"),
+        Figure("distinctive_excess_inter", "MR_Inter excess, distinctive text", kind="difference", mde=True,
+               sweep="extra"),
         Figure("intra", "MR_Intra", console=True, sweep="answer"),
         Figure("inter", "MR_Inter", console=True, sweep="answer"),
         Figure("intra_minus_inter", "MR_Intra − MR_Inter", kind="difference", sweep="answer"),
@@ -222,7 +226,8 @@ class MemorizationRatio(AuditMethod):
         super().__init__(cfg, pool)
         self.samples = {c: draw(pool.train[c], cfg.n)[0] for c in pool.clients}  # ordinary: the ids audited_train names
         self.canaries = [s for c in pool.clients for s in canaries(pool.train[c])]
-        self.heldout = {c: pool.test[c][: cfg.heldout_size] for c in pool.clients} if cfg.heldout_size else {}
+        # both arms by one rule: the first samples of the split's order (place_common_draw orders both alike)
+        self.heldout = {c: draw(pool.test[c], cfg.heldout_size)[0] for c in pool.clients} if cfg.heldout_size else {}
         self.doc = {s.id: (c, i) for c in pool.clients for i, s in enumerate(self.samples[c])}  # where in the index
         self.detector = detector or PlagiarismDetector(cfg.detector)
         self.matcher = SuffixMatcher({c: [s.suffix_text for s in self.samples[c]] for c in pool.clients},
@@ -424,6 +429,7 @@ class MemorizationRatio(AuditMethod):
             "heldout_n": [len(self.heldout[c]) for c in self.pool.clients],
             "heldout_incoherent_dropped": held.dropped(self.pool.clients),
             "heldout_trained": [self.pool.heldout_trained.get(c, 0) for c in self.pool.clients],
+            "train_elsewhere": [self.pool.train_elsewhere.get(c, 0) for c in self.pool.clients],
             "rule": OWN_RULE,
         }
         for kind in KINDS:
@@ -440,7 +446,7 @@ class MemorizationRatio(AuditMethod):
         def put(key: str, kind: str, text: str, figure: str) -> None:
             e = control[kind][text]["excess"]["any"][figure]
             if e is not None:
-                out.update({key: e["diff"], f"{key}_ci95": e["ci95"]})
+                out.update({key: e["diff"], f"{key}_ci95": e["ci95"], f"{key}_mde": e["mde"]})
 
         for figure in ("intra", "inter", "total"):
             put(f"excess_{figure}", "combined", "all", figure)
