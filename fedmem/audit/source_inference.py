@@ -19,7 +19,9 @@ posteriors directly); it makes each drop readable on its own, and sets the recor
 
 **Records.** Each client's draw of the membership attacks (``fedmem.audit.mia.attack_draw``): its first ``n``
 ordinary train records of the pool's order with a long enough suffix, the planted canaries beside them (in rows of
-their own, never in a rate), and its first ``n`` held-out (test) records, which no client trained on.
+their own, never in a rate), and its first ``n`` held-out (test) records, which no client trained on. Every client
+gives exactly ``n`` on both arms (a configuration that cannot draw them is refused before the run, with the ``n``
+that works), so the pooled rates weigh every client equally and chance is the same on both arms.
 
 **Chance.** Every client whose update the round kept contributes the same number of records, so any guess that
 ignores the record is right on exactly 1/m of them, m the clients with an update: 1/m is the chance level (not the
@@ -29,7 +31,10 @@ without an update that round (not sampled) cannot be guessed; its records are le
 **Accuracy and its control.** The share of the draw's records attributed to their own client, with Wilson's 95%
 interval. A client's update also makes text of its own distribution more likely without holding the record (clients
 of different topics): the same attack on each client's held-out records measures that, and the excess, accuracy
-minus held-out accuracy with Newcombe's interval, is what the records themselves add.
+minus held-out accuracy with Newcombe's interval, is what the records themselves add. That excess has a ceiling,
+1 − the held-out accuracy: where the topic alone attributes most held-out records, it can say little. The
+comparison without a ceiling is the **margin** (a record's own client's drop minus the largest other drop): its
+mean over the training records minus its mean over the held-out ones, with Welch's interval, in nats.
 
 **Attribution matrix.** Rows the true client, columns the guessed client, records of the draw (ties split), so each
 row sums to the client's audited records; the held-out records in a matrix of their own, the canaries in rows of
@@ -48,8 +53,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
-from fedmem.audit.intervals import newcombe, wilson
+from fedmem.audit.intervals import detectable_excess, mean_difference, newcombe, wilson
 from fedmem.audit.mia import OnTheAttacksDraw, attack_draw, mean_nll
+from fedmem.audit.pool import draw_and_planted
 from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.audit.truth import canary_group, canary_group_order
 from fedmem.common.fields import check_fields, option, positive
@@ -107,7 +113,9 @@ class SourceInference(OnTheAttacksDraw, AuditMethod):
         Figure("accuracy", "SIA accuracy", console=True),
         Figure("chance", "SIA chance", ci=None, memorization=None, sweep=None),
         Figure("heldout_accuracy", "SIA accuracy on held-out records", memorization=None, sweep=None),
-        Figure("excess", "SIA excess over held-out", kind="difference", sweep=None),
+        Figure("excess", "SIA excess over held-out", kind="difference", sweep=None, mde=True),
+        Figure("margin_excess", "SIA margin, training − held-out records (nats)", kind="score", memorization=True,
+               sweep=None, mde=True),
         Figure("update_bytes", "clients' updates on disk (bytes)", kind="count", memorization=None, sweep=None),
     )
 
@@ -116,6 +124,18 @@ class SourceInference(OnTheAttacksDraw, AuditMethod):
         return (f"one teacher-forced pass of each client's local model (a copy of the model each) and of the global "
                 f"model over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the clients' updates on "
                 "disk")
+
+    @classmethod
+    def check_pool(cls, cfg: SourceInferenceConfig, pool: AuditPool) -> None:
+        """Every client gives the attack the same number of records on both arms, or "chance is 1/m" and the excess
+        would depend on which clients the records came from: refused in one line otherwise, with the n that works."""
+        supplied = {(c, split): len(draw_and_planted(pools.get(c, []), cfg.n, cfg.suffix_len)[0])
+                    for split, pools in (("train", pool.train), ("held-out", pool.test)) for c in pool.clients}
+        (client, split), fewest = min(supplied.items(), key=lambda kv: kv[1])
+        if fewest < cfg.n:
+            raise ValueError(f"audit.sia.n={cfg.n}, but client {client} has only {fewest} {split} records with "
+                             f"{cfg.suffix_len} suffix tokens (audit.sia.suffix_len), and every client must give the "
+                             f"same number on both arms: set audit.sia.n={fewest} or lower audit.sia.suffix_len")
 
     def __init__(self, cfg: SourceInferenceConfig, pool: AuditPool):
         super().__init__(cfg, pool)
@@ -164,6 +184,16 @@ class SourceInference(OnTheAttacksDraw, AuditMethod):
             arms[arm] = arm_figures(credit[rows], [int(d.clients[i]) for i in rows], clients, updated)
         chance = 1 / len(updated) if updated else None
         train, heldout = arms["train"], arms["heldout"]
+        # the comparison with no ceiling: how far each record's own client leads the others (its margin), on
+        # training records against held-out ones; a held-out accuracy near 1 leaves an accuracy excess no room
+        margins = {}
+        if len(updated) >= 2:
+            own = np.array([updated.index(int(c)) if int(c) in updated else -1 for c in d.clients])
+            others = np.where(np.arange(len(updated))[None, :] == own[:, None], -np.inf, drops)
+            margin = drops[np.arange(len(own)), np.maximum(own, 0)] - others.max(axis=1)
+            for arm, member in (("train", True), ("heldout", False)):
+                margins[arm] = margin[d.drawn & (d.is_member == member) & scored]
+        margin_gap = mean_difference(margins["train"], margins["heldout"]) if margins else mean_difference([], [])
         excess = excess_ci = None
         if train["accuracy"] is not None and heldout["accuracy"] is not None:
             excess = train["accuracy"] - heldout["accuracy"]
@@ -171,12 +201,19 @@ class SourceInference(OnTheAttacksDraw, AuditMethod):
                                  heldout["accuracy_ci95"])
         headline = {"accuracy": train["accuracy"], "accuracy_ci95": train["accuracy_ci95"], "chance": chance,
                     "heldout_accuracy": heldout["accuracy"], "heldout_accuracy_ci95": heldout["accuracy_ci95"],
-                    "excess": excess, "excess_ci95": excess_ci}
+                    "excess": excess, "excess_ci95": excess_ci,
+                    "excess_mde": None if excess is None else detectable_excess(heldout["accuracy"], train["records"],
+                                                                                heldout["records"]),
+                    "margin_excess": margin_gap["diff"], "margin_excess_ci95": margin_gap["ci95"],
+                    "margin_excess_mde": margin_gap["mde"]}
         left_out = {split: int(np.sum(d.drawn & (d.is_member == (split == "train")) & ~scored))
                     for split in ("train", "test")}
         samples = [{"id": s.id, "client": s.client, "split": s.split, "drawn": bool(d.drawn[i]),
                     "drops": drops[i].tolist(), "guess": credit[i].tolist()}
                    for i, s in enumerate(d.samples) if scored[i]]
+        if margins:
+            for arm in ("train", "heldout"):
+                arms[arm]["mean_margin"] = float(margins[arm].mean()) if len(margins[arm]) else None
         return {"updated": updated, "headline": headline, "train": train, "heldout": heldout,
                 "canaries": self._canary_rows(credit, scored, updated), "not_updated": left_out,
                 "skipped_short_suffix": dict(d.short), "samples": samples}

@@ -1,9 +1,11 @@
-"""Membership from the model's trajectory: the passive global attacker of Nasr et al. ("Comprehensive Privacy Analysis
-of Deep Learning", S&P 2019; SPEC §11).
+"""Membership from the loss trajectory of the global models: a per-record statistic over every round's model, for the
+attacker Nasr et al. call the passive global attacker ("Comprehensive Privacy Analysis of Deep Learning", S&P 2019;
+SPEC §11). It is not their white-box attack (gradients and activations fed to an attack model trained on known
+members): what it shows is what this one statistic gains from the rounds, not what seeing every round can give.
 
 The attacker sees the global model of every round, as every client that receives it does (and anyone the server
 broadcasts it to), and asks whether a record was in some client's training data. Where the membership attacks
-(``fedmem.audit.mia``) read one round's model, this one reads the trajectory of the models up to it.
+(``fedmem.audit.mia``) read one round's model, this one reads the trajectory of the models' losses up to it.
 
 **Scores.** Every member and non-member of the membership attacks' draw (``fedmem.audit.mia.attack_draw``: the
 same samples as ``audit.mia`` under the same settings), L_t(x) the mean token negative log-likelihood of its suffix
@@ -31,7 +33,8 @@ its re-audit report the same figures.
 **Figures**, per round r >= 1, on the same bootstrap resamples of members and non-members as ``audit.mia`` (the
 same seed and stream): ROC AUC with its 95% interval and TPR at 1% and 5% FPR of the trajectory, of the single-round
 LOSS attack (L_r) and of the reference attack against round 0 (L_r − L_0); and the trajectory's gain in AUC over
-each, with a paired bootstrap interval (the AUCs of one resample differenced). At round 0 there is no trajectory
+each, with a paired bootstrap interval (the AUCs of one resample differenced), from round 2 on: at round 1 the
+statistic is the reference attack's, and the gain over it 0 by construction. At round 0 there is no trajectory
 yet. Verdicts (the agreement matrix, the ground truth): the trajectory's decision at its 5%-FPR threshold.
 """
 
@@ -43,6 +46,7 @@ import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, RoundNotKept, register
 from fedmem.audit.calibration import auc_from_ranks
+from fedmem.audit.intervals import detectable_auc
 from fedmem.audit.mia import (
     BOOTSTRAP_STREAM,
     DECISION_FPR,
@@ -59,7 +63,7 @@ from fedmem.common.fields import check_fields, option, positive
 from fedmem.common.stopwatch import Stopwatch
 
 ATTACKS = ("trajectory", "loss", "ref")
-LABELS = {"trajectory": "trajectory (mean drop since round 0)", "loss": "LOSS (this round)",
+LABELS = {"trajectory": "loss trajectory (mean drop since round 0)", "loss": "LOSS (this round)",
           "ref": "reference (this round against round 0)"}
 
 
@@ -98,15 +102,15 @@ def paired_gain_ci95(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.n
 class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
     name = "trajectory"
     Config = TrajectoryConfig
-    title = "Membership from the trajectory of global models (Nasr et al. 2019)"
+    title = "Membership from the loss trajectory of the global models (after Nasr et al. 2019's passive attacker)"
     compares_members = True
     size_keys = ("n",)
     figures = (
-        Figure("trajectory_auc", "trajectory AUC", kind="score", console=True),
-        Figure("gain_over_ref", "trajectory − reference AUC", kind="score", memorization=None, sweep=None),
-        Figure("gain_over_loss", "trajectory − LOSS AUC", kind="score", memorization=None, sweep=None),
-        Figure("loss_auc", "LOSS AUC (same samples)", kind="score", sweep=None),
-        Figure("ref_auc", "reference AUC (same samples)", kind="score", sweep=None),
+        Figure("trajectory_auc", "loss-trajectory AUC", kind="score", console=True, mde=True, null=0.5),
+        Figure("gain_over_ref", "loss trajectory − reference AUC", kind="score", memorization=None, sweep=None),
+        Figure("gain_over_loss", "loss trajectory − LOSS AUC", kind="score", memorization=None, sweep=None),
+        Figure("loss_auc", "LOSS AUC (same samples)", kind="score", sweep=None, mde=True, null=0.5),
+        Figure("ref_auc", "reference AUC (same samples)", kind="score", sweep=None, mde=True, null=0.5),
         *(Figure(f"trajectory_tpr_at_{key}_fpr", f"trajectory TPR at {FPRS[key]:.0%} FPR", sweep=None) for key in FPRS),
     )
 
@@ -144,12 +148,16 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
         attacks = {a: undefined_evaluation() if s is None else evaluate(s[m], s[n], resampled)
                    for a, s in scores.items()}
         headline = {"members": int(m.sum()), "nonmembers": int(n.sum())}
+        detectable = detectable_auc(int(m.sum()), int(n.sum()))
         for a in ATTACKS:
             headline |= {f"{a}_auc": attacks[a]["auc"], f"{a}_auc_ci95": attacks[a]["auc_ci95"],
+                         f"{a}_auc_mde": None if detectable is None or attacks[a]["auc"] is None else detectable - 0.5,
                          **{f"{a}_tpr_at_{key}_fpr": attacks[a][f"tpr_at_{key}_fpr"] for key in FPRS}}
         for other in ("ref", "loss"):
             gain = gain_ci = None
-            if attacks["trajectory"]["auc"] is not None and attacks[other]["auc"] is not None:
+            # at round 1 the mean drop since round 0 is the reference attack's statistic itself: a gain over it is 0
+            # by construction, not a finding, so it is reported from round 2 on
+            if r >= 2 and attacks["trajectory"]["auc"] is not None and attacks[other]["auc"] is not None:
                 gain = attacks["trajectory"]["auc"] - attacks[other]["auc"]
                 if resampled is not None:
                     t, o = scores["trajectory"], scores[other]
@@ -170,6 +178,9 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
             section["note"] = f"No trajectory: {missing} (a model audited outside its run)."
         elif r == 0:
             section["note"] = "Round 0: the model before fine-tuning; the trajectory starts at round 1."
+        elif r == 1:
+            section["note"] = ("Round 1: the mean drop since round 0 is the reference attack's own statistic, so the "
+                               "gains over the single-round attacks are reported from round 2 on.")
         return section
 
     def truth_rows(self, section: dict) -> list[dict]:

@@ -109,6 +109,8 @@ def checked_plan(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None
     longest = max(suffix, key=suffix.get, default="")
     min_suffix = suffix.get(longest, 0)
     pool = place_common_draw(pool, cfg.audit.common_draw, min_suffix, f"audit.{longest}" if min_suffix else "")
+    for name, c in configs.items():
+        AUDIT_METHODS[name].check_pool(c, pool)
     audited = {name: AUDIT_METHODS[name].audited_train(c, pool) for name, c in configs.items()}
     check_common_draw(pool, {name: ids for name, ids in audited.items() if ids is not None},
                       {name: size_setting(name, c) for name, c in configs.items()})

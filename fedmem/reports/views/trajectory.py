@@ -11,7 +11,7 @@ from fedmem.reports.views.base import Panel, View, register_view
 def verdict(gain: float | None, ci: list | None) -> str:
     """Whether a gain in AUC is one, by its interval."""
     if gain is None:
-        return "no trajectory yet"
+        return "no gain to read before round 2: at round 1 the statistic is the reference attack's"
     if ci and ci[0] > 0:
         return "the trajectory helps"
     if ci and ci[1] < 0:
@@ -47,9 +47,9 @@ class TrajectoryView(View):
     def summary(self, first: dict, last: dict) -> str:
         h, rounds = last["headline"], last["rounds"]
         if h.get("trajectory_auc") is None:
-            return "**Membership from the trajectory.** No trajectory: only round 0 was audited."
+            return "**Membership from the loss trajectory.** No trajectory: only round 0 was audited."
         gain, ci = h["gain_over_ref"], h["gain_over_ref_ci95"]
-        return (f"**Membership from the trajectory.** An attacker who saw the global model of rounds "
+        return (f"**Membership from the loss trajectory.** Its mean loss drop over the global models of rounds "
                 f"{rounds[0]}..{rounds[-1]} separates members from non-members with ROC AUC "
                 f"{score_ci(h['trajectory_auc'], h['trajectory_auc_ci95'])} (TPR {pct(h['trajectory_tpr_at_1pct_fpr'])} "
                 f"at 1% FPR), against {score_ci(h['loss_auc'], h['loss_auc_ci95'])} for LOSS and "
