@@ -14,6 +14,7 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+import clients.zero_update  # noqa: F401  (a zero update through Flower's DP clipping)
 from fedmem.config import load_config
 from fedmem.experiment.training import check_partition, client_round
 from fedmem.federation import canary_clients

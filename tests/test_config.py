@@ -24,7 +24,7 @@ from tests.conftest import FAST, synthetic_only
         ("strategy.name=fedbogus", "strategy.name"),
         ("audit.methods=[utility,nosuch]", "unknown method 'nosuch'"),
         ("train.effective_batch=12", "multiple of train.batch_size"),
-        ("train.lr=abc", "train.lr must be a number, got 'abc'"),
+        ("train.lr=abc", "train.lr must be a finite number, got 'abc'"),
         ("train.weight_decay=-1", "train.weight_decay and train.max_grad_norm must be >= 0"),
         ("seed=abc", "seed must be an integer, got 'abc'"),
         ("audit.methods=[utility,pearl] audit.pearl.score=auc",

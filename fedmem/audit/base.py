@@ -102,6 +102,9 @@ class AuditPool:
     training_texts: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # client -> how many of its held-out texts were left out of the test pool as training text (SPEC §3b)
     heldout_trained: dict[int, int] = field(default_factory=dict)
+    # client -> how many of its training texts were left out of the train pool as training text of another client or
+    # the public share: the same rule on both arms (SPEC §3b)
+    train_elsewhere: dict[int, int] = field(default_factory=dict)
     # client -> {split: pooled samples whose suffix training cut at the trained length} (SPEC §6)
     cut_at_trained_length: dict[int, dict[str, int]] = field(default_factory=dict)
 
@@ -137,12 +140,12 @@ class RoundNotKept(LookupError):
 class RoundArchive(Protocol):
     """What a run kept of its rounds beyond the audited model (``fedmem.experiment.archive``): the global adapter of
     every saved round, each client's update of a round while the run keeps them (the adapter the client sent the
-    server), and each round's canary release where the run has canary clients. Only the audited model reads it, for
-    the methods that look past one round (``AuditedModel``)."""
+    server), and each round's canary release along the client-level audit's directions where the run has canary
+    clients. Only the audited model reads it, for the methods that look past one round (``AuditedModel``)."""
 
     def global_adapter(self, round_: int) -> dict | None: ...
 
-    def canary_release(self, round_: int) -> dict | None: ...
+    def canary_projections(self, round_: int) -> dict | None: ...
 
     def client_updates(self, round_: int) -> dict[int, dict] | None: ...
 
@@ -168,6 +171,7 @@ class AuditedModel:
     _merged: Any = field(default=None, repr=False)
     show_progress: bool = False  # a progress bar per stage of the audit (stderr, cleared when the stage ends)
     archive: RoundArchive | None = None  # the run's other rounds and clients' updates (None: this model alone)
+    budget: float | None = None  # the accountant's ε for this model (DP-FedAvg), beside which ε estimates are read
     _gen_cache: dict = field(default_factory=dict, repr=False)
     _prior_cache: dict = field(default_factory=dict, repr=False)
     _stats_cache: dict = field(default_factory=dict, repr=False)
@@ -339,10 +343,11 @@ class AuditedModel:
             return adapter_state(self.model)
         return self.archive.global_adapter(server_round) if self.archive is not None else None
 
-    def canary_release(self, server_round: int) -> dict | None:
-        """Round ``server_round``'s release with the run's canary clients averaged in (an adapter state; None where
-        the run kept none): what the client-level audit reads in place of the global model."""
-        return self.archive.canary_release(server_round) if self.archive is not None else None
+    def canary_projections(self, server_round: int) -> dict | None:
+        """What the run kept of round ``server_round``'s release with its canary clients averaged in (the change
+        along each direction, its norm, the release's noise; ``fedmem.experiment.archive``), None where it kept
+        none: what the client-level audit reads in place of the global model."""
+        return self.archive.canary_projections(server_round) if self.archive is not None else None
 
     def decoding_values(self) -> dict:
         """The decoding values generation uses for the run's preset on this model (its own generation config under
@@ -381,7 +386,10 @@ class Figure:
     which columns of the sweep tables it fills: ``answer`` (the paper's MR comparison, every table but the
     framework's), ``total`` and ``utility`` (the framework table, the paper's Table 2), ``performance`` (the paper's
     "Performance" column: the first such figure a run has), ``extra`` (every table), or None (none). ``epsilon``: an
-    empirical privacy figure in the accountant's units (ε at the run's δ), tabled and plotted beside DP's ε."""
+    empirical privacy figure in the accountant's units (ε at the run's δ), tabled and plotted beside DP's ε. ``mde``:
+    the headline also carries ``<key>_mde``, the smallest true effect (away from ``null``: 0 for an excess, 0.5 for an
+    AUC) the figure's test detects at the audit's own sizes (two-sided 5%, power 80%; docs/spec.md §12), shown as
+    "under X" wherever the interval holds the null: an effect too small for this audit, not an absent one."""
 
     key: str
     label: str
@@ -392,6 +400,12 @@ class Figure:
     of: str | None = None
     sweep: Literal["answer", "total", "utility", "performance", "extra"] | None = "extra"
     epsilon: bool = False
+    mde: bool = False
+    null: float = 0.0
+
+    @property
+    def mde_key(self) -> str | None:
+        return f"{self.key}_mde" if self.mde else None
 
     def __post_init__(self):
         if self.ci == "":
@@ -454,6 +468,11 @@ class AuditMethod:
         return None
 
     @classmethod
+    def check_pool(cls, cfg: Any, pool: AuditPool) -> None:
+        """Checks of this method's draw against the pool the data gave (run by the preflight's plan, before
+        anything is written). Raise ValueError naming the key and a value that works for this data."""
+
+    @classmethod
     def min_suffix(cls, cfg: Any) -> int:
         """The fewest suffix tokens a train sample needs for this method to score it: the common draw takes only
         samples every enabled method can score."""
@@ -469,6 +488,16 @@ class AuditMethod:
         the key ``seconds`` ({stage: seconds}): the auditor moves them to the report's ``timings`` as
         ``<name>_stages``, so a section holds figures only and the same seed gives identical sections."""
         raise NotImplementedError
+
+    def on_degenerate(self, reason: str) -> dict[str, Any]:
+        """The section of a round whose global model has no usable next-token distributions (``reason``,
+        ``fedmem.engine.health``): nothing measurable, said so, never a number (every figure None) or a crash."""
+        from dataclasses import asdict, is_dataclass
+
+        config = asdict(self.cfg) if is_dataclass(self.cfg) else dict(self.cfg or {})
+        headline = {k: None for f in self.figures for k in (f.key, f.ci, f.mde_key) if k}
+        return {"config": config, "headline": headline, "degenerate": reason,
+                "note": f"Not measurable on a degenerate model: {reason}."}
 
     def truth_rows(self, section: dict[str, Any]) -> list[dict[str, Any]]:
         """Per-sample ``{"id", "tags", "split", "score", "decision"}`` of a section (score: higher means more

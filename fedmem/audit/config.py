@@ -62,6 +62,9 @@ class AuditConfig:
     keep_updates: bool = option(
         False, "keep each client's update of every round after the run (round_<r>/updates/), for re-audits with a "
                "method that scores them (sia); false: a run keeps them only while such a method audits their round")
+    stop_on_degenerate: bool = option(
+        False, "end the run, failed, at the first round whose global model is degenerate (non-finite weights or "
+               "logits, a model the noise destroyed); false: record such a round as degenerate and go on")
     sections: dict[str, Any] = option_factory({}, "per-method config sections, by method name")
 
     def __post_init__(self):

@@ -59,6 +59,14 @@ class Utility(AuditMethod):
     def round_cost(cls, cfg: UtilityConfig, clients: int) -> str:
         return f"{cfg.n * clients} greedy generations"
 
+    def on_degenerate(self, reason: str) -> dict:
+        """Utility 0: a model without next-token distributions generates no answer."""
+        classify = self.pool.task_config is not None and getattr(self.pool.task_config, "metric", "") == "accuracy"
+        weighted = dict.fromkeys(["accuracy"] if classify else ["rouge_l", "bleu"], 0.0)
+        return {"config": asdict(self.cfg), "headline": {**weighted, **{f"{k}_ci95": None for k in weighted}},
+                "per_client": [], "weighted": weighted, "degenerate": reason,
+                "note": f"Utility 0: the model generates no answer ({reason})."}
+
     def audit(self, audited: AuditedModel) -> dict:
         samples = [s for c in self.pool.clients for s in self.pool.test[c][: self.cfg.n]]
         outs = audited.generate([s.full_prompt_ids or s.prompt_ids for s in samples], self.cfg.max_new_tokens,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Sequence
@@ -68,7 +69,7 @@ def _describe(hint) -> str:
         return " or ".join(kinds) + (" or null" if type(None) in args else "")
     if origin in (list, tuple):
         return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}.get(
+    return {bool: "true or false", int: "an integer", float: "a finite number", str: "a string", dict: "a mapping"}.get(
         origin or hint, getattr(hint, "__name__", str(hint)))
 
 
@@ -86,8 +87,9 @@ def _matches(value, hint) -> bool:
         return isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is float:  # a finite number: no setting is honoured by NaN or an infinity (a learning rate of nan trains
+        # nothing, and every comparison with it is false, so range checks would let it through)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
     if origin in (list, tuple) or hint in (list, tuple):

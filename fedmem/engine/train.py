@@ -25,6 +25,17 @@ def tokenize_examples(records, tokenizer, plain: bool = False) -> list[list[int]
     return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
 
 
+class TrainingDiverged(ArithmeticError):
+    """Local training became non-finite: the loss, the gradient's norm or the weights after an optimizer step. It
+    stops there; nothing of it may be averaged into a model. ``untrained``: the model was given so (its very first
+    loss, before any step, is not finite: a global model the noise destroyed), no setting of training caused it."""
+
+    def __init__(self, step: int, what: str, loss: float, untrained: bool = False):
+        self.step, self.what, self.loss, self.untrained = step, what, loss, untrained
+        super().__init__(f"training diverged at step {step}: {what} not finite (loss {loss:.4g})"
+                         + (", the model it was given already" if untrained else ""))
+
+
 def trainable_params(model) -> dict[str, torch.Tensor]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
@@ -41,7 +52,8 @@ def train_local(
 ) -> dict[str, float]:
     """Train ``model`` in place; returns mean loss, optimizer steps and example count. ``local_term``: what the
     strategy adds to every optimizer step's loss (FedProx's proximal term), a function of the trainable weights and
-    their values at the start."""
+    their values at the start. A loss, gradient norm or weight that is not finite stops it with
+    :class:`TrainingDiverged`, naming the optimizer step."""
     if not examples:
         raise ValueError("train_local got no examples")
     dev = next(model.parameters()).device
@@ -65,17 +77,23 @@ def train_local(
                 for b in group:
                     ids, labels, att = language_model_batch([examples[i] for i in b], pad_id)
                     loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=labels.to(dev)).loss
-                    total += loss.item() * len(b)
+                    if not math.isfinite(value := loss.item()):
+                        raise TrainingDiverged(steps + 1, "the loss", value, untrained=steps == 0 and count == 0)
+                    total += value * len(b)
                     count += len(b)
                     # weight each micro-batch by its share of the step's sequences (last group may be short)
                     (loss * (len(b) / n_seq)).backward()
                 if local_term is not None:
                     local_term(params, at_start).backward()
-                if cfg.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm)
+                # the norm is taken even when nothing is clipped (an infinite bound): a non-finite gradient stops here
+                norm = torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm or math.inf)
+                if not math.isfinite(float(norm)):
+                    raise TrainingDiverged(steps + 1, "the gradient's norm", value)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 steps += 1
+                if not all(bool(torch.isfinite(p).all()) for p in params.values()):
+                    raise TrainingDiverged(steps, "the weights", value)
                 bar.advance(loss=total / max(count, 1))
     model.eval()
     return {"train_loss": total / max(count, 1), "steps": steps, "num_examples": len(examples)}

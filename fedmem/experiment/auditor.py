@@ -19,13 +19,15 @@ from fedmem.audit import AUDIT_METHODS, AuditedModel
 from fedmem.audit.agreement import agreement
 from fedmem.audit.truth import method_verdicts, score_against_truth
 from fedmem.common.progress import progress_bar
-from fedmem.config.experiment import ExperimentConfig
+from fedmem.config.experiment import ExperimentConfig, method_configs
+from fedmem.engine.health import adapter_norm, degenerate
 from fedmem.engine.model.gguf import gguf_identity
 from fedmem.engine.model.load import adapter_state, load_adapter_state, save_adapter
 from fedmem.experiment.archive import RunArchive, saved_adapter
 from fedmem.experiment.loading import AuditPlan, audit_plan, fresh_lora_model
 from fedmem.federation.privacy import round_privacy, sampled_clients
-from fedmem.reports.console import round_line, say
+from fedmem.federation.rounds import RoundFailedError
+from fedmem.reports.console import alert_lines, round_line, say
 from fedmem.reports.pages import (
     RoundResult,
     headline,
@@ -92,7 +94,13 @@ class Auditor:
         out.mkdir(parents=True, exist_ok=True)
         if self.save_adapters:
             save_adapter(self.model, out / "adapter")
-        sections, timings = self._audit(server_round, out)
+        defense = self._defense(server_round, clipping_norm, train_log, participation)
+        health = self._health(server_round, defense)
+        if health["degenerate"]:  # a finding of the run, not a crash in the first audit that samples from it
+            sections = {name: method.on_degenerate(health["reason"]) for name, method in self.methods.items()}
+            timings = {"audit": 0.0}
+        else:
+            sections, timings = self._audit(server_round, out, (defense.get("dp") or {}).get("epsilon"))
         if round_seconds is not None:
             timings["round_training"] = round(round_seconds, 3)  # training + communication, audits excluded
         truth = score_against_truth(self.methods, sections) if (self.pool.ground_truth or {}).get("canaries") else {}
@@ -102,17 +110,36 @@ class Auditor:
             round=server_round, label=self.label, sections=sections, timings=timings,
             elapsed=time.perf_counter() - self._t0, source=self.source, train_log=train_log or {},
             participation=participation or {}, truth=truth,
-            defense=self._defense(server_round, clipping_norm, train_log, participation),
+            defense=defense, health=health,
             agreement=agreement(verdicts, common, self.pool.seed) if len(verdicts) >= 2 and common else {},
         )
         report = write_round_report(out, self.cfg, result, self.methods, self.pool)
         say(round_line(report, self.cfg.strategy.num_rounds))
+        for line in alert_lines(report):
+            say(line)
         self.tracker.round(report, out)
         self.history.append(report)
         if self.archive is not None:
             self.archive.audited(server_round)
         self._last_end = time.perf_counter()
         return headline(report)
+
+    def _health(self, server_round: int, defense: dict) -> dict:
+        """Whether the model can be audited (``fedmem.engine.health``), with its adapter's norm beside the norm the
+        DP noise puts on the round's average (z C / m per weight, over the adapter's d weights): a model the noise
+        destroyed shows the one far above the other. ``audit.stop_on_degenerate`` ends the run there."""
+        state = adapter_state(self.model) if hasattr(self.model, "peft_config") else {}  # an external model may have none
+        prompts = [s.prompt_ids for c in self.pool.clients for s in self.pool.train[c][:2]][:4]
+        reason = degenerate(self.model, state, prompts)
+        out = {"degenerate": reason is not None, "reason": reason, "adapter_norm": adapter_norm(state)}
+        dp = defense.get("dp")
+        if dp and server_round > 0:
+            size = sum(t.numel() for t in state.values())
+            out["noise_norm"] = dp["noise_multiplier"] * dp["clipping_norm"] / dp["sampled"] * size ** 0.5
+        if reason and self.cfg.audit.stop_on_degenerate:
+            raise RoundFailedError(f"round {server_round}: the global model is degenerate ({reason}); "
+                                   "audit.stop_on_degenerate=true ends the run here")
+        return out
 
     def _defense(self, server_round: int, clipping_norm: float | None, train_log: dict | None,
                  participation: dict | None) -> dict:
@@ -123,18 +150,21 @@ class Auditor:
         self.participation[server_round] = participation or {}
         averaged = [averaged_replies(self.participation.get(r)) for r in range(1, server_round + 1)]
         averaged = [m if m is not None else sampled_clients(cfg.strategy, cfg.num_clients) for m in averaged]
-        dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, averaged, clipping_norm, norms)
+        canaries = method_configs(cfg).get("canary_clients")
+        releases = 2 if canaries is not None and canaries.keep_release and cfg.data.audit_canary_clients else 1
+        dp = round_privacy(cfg.defense, cfg.strategy, cfg.num_clients, averaged, clipping_norm, norms, releases)
         return {"dp": dp, "dedup": (self.pool.ground_truth or {}).get("dedup")}
 
-    def _audit(self, server_round: int, out: Path) -> tuple[dict, dict]:
-        """(each method's report section, the seconds each took and its stages') for the model as it is now."""
+    def _audit(self, server_round: int, out: Path, budget: float | None = None) -> tuple[dict, dict]:
+        """(each method's report section, the seconds each took and its stages') for the model as it is now;
+        ``budget``: the accountant's ε for it (DP), which the empirical privacy figures are read beside."""
         audit = self.cfg.audit
         audited = AuditedModel(
             pool=self.pool, round=server_round, model=self.model, label=self.label,
             out_dir=str(out), batch_size=audit.batch_size,
             generation_batch_size=None if audit.generation_batch_size == "auto" else audit.generation_batch_size,
             generation_backend=audit.generation_backend, merge_adapter=audit.merge_adapter,
-            show_progress=self.cfg.train.progress, archive=self.archive,
+            show_progress=self.cfg.train.progress, archive=self.archive, budget=budget,
         )
         apart = [n for n, m in self.methods.items() if m.runs_apart] if (
             lanes_pay(audit.concurrent, self.model) and audit.merge_adapter and len(self.methods) > 1) else []

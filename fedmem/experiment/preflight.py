@@ -12,6 +12,7 @@ import socket
 from fedmem.audit import AUDIT_METHODS
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
+from fedmem.reports.console import say
 from fedmem.reports.views import view_for
 from fedmem.tracking import check_installed
 
@@ -46,6 +47,30 @@ def check_cluster(address: str, seconds: float = 5) -> None:
                          "start one with `ray start --head`, or leave the key unset for a private Ray") from None
 
 
+# DP noise whose expected norm on the round's average exceeds this many clipping norms drowns every update: the
+# global model is likely destroyed (docs/results.md: the frontier's z = 1 point)
+NOISE_WARNING = 10
+
+
+def noise_warning(cfg: ExperimentConfig, adapter_size: int) -> str | None:
+    """The line said before a DP run whose noise will dominate: its expected norm on the averaged update,
+    z C / m · sqrt(d) for the adapter's d weights and m sampled clients, above ``NOISE_WARNING`` clipping norms (the
+    largest norm one client's update can have)."""
+    dp = cfg.defense
+    if not dp.active or cfg.strategy.name == CENTRALIZED:
+        return None
+    from fedmem.federation.privacy import sampled_clients
+
+    m = sampled_clients(cfg.strategy, cfg.num_clients)
+    norm = dp.noise_multiplier * dp.clipping_norm / m * math.sqrt(adapter_size)
+    if norm <= NOISE_WARNING * dp.clipping_norm:
+        return None
+    return (f"fedmem: warning: DP's noise on each round's average has an expected norm of {norm:.3g}, "
+            f"{norm / dp.clipping_norm:.0f} times the clipping norm C = {dp.clipping_norm:g} that bounds a client's "
+            f"update (z = {dp.noise_multiplier:g}, {m} clients a round, {adapter_size:,} adapter weights): the global "
+            f"model will likely be noise; its rounds are audited as degenerate where it is")
+
+
 def preflight(cfg: ExperimentConfig) -> str:
     """Everything that can be checked before a run directory exists or Ray starts: the machine's resources, the
     tracker's package, the data (read, partitioned and split), the base model and tokenizer, and the audit pool
@@ -61,10 +86,13 @@ def preflight(cfg: ExperimentConfig) -> str:
     check_installed(cfg.tracker)
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
-    from fedmem.experiment.loading import audit_plan, base_model, federated_data  # torch and transformers
+    from fedmem.engine.model.load import lora_size  # torch and transformers, as the loaders below
+    from fedmem.experiment.loading import audit_plan, base_model, federated_data
 
     data = federated_data(cfg)
-    _, _, where = base_model(cfg)
+    base, _, where = base_model(cfg)
+    if (line := noise_warning(cfg, lora_size(base, cfg.model))) is not None:
+        say(line)
     pool, configs = audit_plan(cfg)
     names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
         str(c) for c in range(data.num_clients)]

@@ -10,10 +10,10 @@ import torch
 
 from fedmem.config.experiment import ExperimentConfig
 from fedmem.engine.model.load import adapter_state, load_adapter_state
-from fedmem.engine.train import train_local
+from fedmem.engine.train import TrainingDiverged, train_local
 from fedmem.experiment.auditor import training_auditor
 from fedmem.experiment.loading import cached, fresh_lora_model, rendered, sequence_length
-from fedmem.federation.rounds import update_norm
+from fedmem.federation.rounds import RoundFailedError, diverged_line, diverged_metrics, update_norm
 from fedmem.federation.strategies import strategy_named
 
 
@@ -60,15 +60,19 @@ def client_round(cfg: ExperimentConfig, client: int, global_state: dict, sent: d
     model, tokenizer = _MODELS[key]
     load_adapter_state(model, global_state)
     examples, truncated = train_examples(cfg, client)
-    metrics = train_local(
-        model,
-        examples,
-        cfg.train,
-        seed=cfg.seed * 1_000_003 + server_round * 1_009 + client,
-        pad_id=tokenizer.pad_token_id,
-        local_term=strategy_named(cfg.strategy.name).local_term(cfg.strategy, sent),
-        desc=f"round {server_round} client {client}",
-    )
+    try:
+        metrics = train_local(
+            model,
+            examples,
+            cfg.train,
+            seed=cfg.seed * 1_000_003 + server_round * 1_009 + client,
+            pad_id=tokenizer.pad_token_id,
+            local_term=strategy_named(cfg.strategy.name).local_term(cfg.strategy, sent),
+            desc=f"round {server_round} client {client}",
+        )
+    except TrainingDiverged as e:  # said in the reply; the server averages none of it (fedmem.federation.rounds)
+        return global_state, {**diverged_metrics(e), "train_loss": e.loss, "steps": 0, "clients": 1,
+                              "num_examples": len(examples), "update_norm": 0.0}
     state = adapter_state(model)
     return state, {**with_length(cfg, metrics, truncated), "clients": 1, "update_norm": update_norm(state, global_state)}
 
@@ -84,10 +88,13 @@ def run_centralized(cfg: ExperimentConfig, start_round: int = 0) -> Path:
     if not start_round:
         auditor.evaluate(0, adapter_state(model))
     for epoch in range(start_round + 1, cfg.strategy.num_rounds + 1):
-        metrics = train_local(
-            model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
-            epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",
-        )
+        try:
+            metrics = train_local(
+                model, examples, cfg.train, seed=cfg.seed * 1_000_003 + epoch * 1_009, pad_id=tokenizer.pad_token_id,
+                epochs=cfg.train.local_epochs, desc=f"centralized epoch {epoch}",
+            )
+        except TrainingDiverged as e:
+            raise RoundFailedError(diverged_line(epoch, {"centralized": diverged_metrics(e)}, cfg.train)) from None
         metrics = with_length(cfg, metrics, truncated)
         auditor.evaluate(epoch, adapter_state(model), {"centralized": metrics})
     auditor.finish()

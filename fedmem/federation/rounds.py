@@ -19,7 +19,39 @@ NOT_AGGREGATED = ("partition_id",)  # an id, not a figure
 
 
 class RoundFailedError(RuntimeError):
-    """Fewer clients trained than the round needs: its aggregate must not pass as a trained round."""
+    """Fewer clients trained than the round needs, or a client's training diverged: its aggregate must not pass as a
+    trained round."""
+
+
+DIVERGED = ("the loss", "the gradient's norm", "the weights")  # what became non-finite, by its code in a reply
+
+
+def diverged_metrics(e) -> dict:
+    """A reply's metrics for a client whose local training diverged (``fedmem.engine.train.TrainingDiverged``):
+    numbers only, as Flower's metric records take them."""
+    return {"diverged_step": e.step, "diverged_loss": float(e.loss), "diverged_what": DIVERGED.index(e.what),
+            "diverged_untrained": int(e.untrained)}
+
+
+def diverged_line(server_round: int, rows: dict, train) -> str | None:
+    """The one line that fails a round whose clients' training diverged (``rows``: {client: metrics}), naming each
+    with its step and what became non-finite, and the settings that govern it with their values; None when none
+    did. A client given a model whose very first loss is not finite (a global model the noise destroyed, which the
+    audit records as degenerate) trained nothing: it sent that model back unchanged, an update of 0, and the round
+    goes on."""
+    bad = {c: m for c, m in rows.items() if m.get("diverged_step") is not None and not m.get("diverged_untrained")}
+    if not bad:
+        return None
+    def what(m: dict) -> str:
+        loss = f"loss {m['diverged_loss']:.4g}"
+        return loss if int(m["diverged_what"]) == 0 else f"{DIVERGED[int(m['diverged_what'])]} not finite, {loss}"
+
+    where = "; ".join(f"{'the centralized baseline' if c == 'centralized' else f'client {c}'} at step "
+                      f"{int(m['diverged_step'])} ({what(m)})" for c, m in sorted(bad.items(), key=lambda kv: str(kv[0])))
+    clip = f"train.max_grad_norm={train.max_grad_norm:g}" if train.max_grad_norm > 0 else \
+        "train.max_grad_norm=0 (no clipping)"
+    return (f"round {server_round}: training diverged, {where}; nothing of it was averaged. Lower train.lr (now "
+            f"{train.lr:g}) or clip the gradient ({clip})")
 
 
 @dataclass(frozen=True)

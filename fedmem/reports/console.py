@@ -55,6 +55,14 @@ def configure_logging(verbosity: int = 0) -> int:
     return level
 
 
+def alert_lines(report: dict) -> list[str]:
+    """A line for each audit section that raises an alert (``alert``: a figure that contradicts what it is measured
+    against, such as an ε estimate above its mechanism's ε), after the round's line."""
+    return [f"fedmem: round {report.get('round')}: ALERT {name}: {section['alert']}"
+            for name, section in (report.get("audit") or {}).items() if isinstance(section, dict)
+            and section.get("alert")]
+
+
 def _number(x):
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
@@ -76,8 +84,11 @@ def round_line(report: dict, num_rounds: int) -> str:
     if loss is not None:
         parts.append(f"train loss {loss:.3f}")
 
+    health = report.get("health") or {}
+    if health.get("degenerate"):
+        parts.append(f"DEGENERATE model, nothing to audit ({health['reason']})")
     parts += [f"{figure.label} {headline_text(figure, h)}" for _, figure, h in declared_headlines(report)
-              if figure.console]
+              if figure.console and h.get(figure.key) is not None]
 
     if epsilon(report) is not None:
         parts.append(f"ε {epsilon(report):.3g} (δ {report['defense']['dp']['delta']:g})")

@@ -85,6 +85,8 @@ def headline(report: dict) -> dict[str, float]:
     loss = mean_train_loss(report)
     if loss is not None:
         out["train/train_loss"] = loss
+    if "health" in report:  # 1 where the model was degenerate: the sweeps mark such a point as destroyed
+        out["health/degenerate"] = float(bool(report["health"]["degenerate"]))
     return out
 
 
@@ -209,6 +211,7 @@ class RoundResult:
     truth: dict = field(default_factory=dict)
     agreement: dict = field(default_factory=dict)
     defense: dict = field(default_factory=dict)
+    health: dict = field(default_factory=dict)  # whether the model could be audited (fedmem.engine.health)
 
 
 def round_report(result: RoundResult, cfg, run) -> dict:
@@ -229,6 +232,7 @@ def round_report(result: RoundResult, cfg, run) -> dict:
         "train": train_rows(result.train_log),
         "participation": result.participation,
         "defense": result.defense,
+        **({"health": result.health} if result.health else {}),
         "audit": result.sections,
         "ground_truth_scores": result.truth,
         "agreement": result.agreement,
@@ -245,8 +249,8 @@ def _training_table(report: dict) -> list[str]:
     for m in report["train"]:
         cut = (f"{m['truncated_examples']} (at {m['max_seq_len']} tokens)" if "truncated_examples" in m else "")
         who = "all (centralized)" if m["client"] is None else names.get(m["client"], m["client"])
-        lines.append(f"| {who} | {m.get('train_loss', float('nan')):.4f} | {m.get('steps', '')} | "
-                     f"{m.get('num_examples', '')} | {cut} |")
+        loss = "not finite: trained nothing" if m.get("train_loss") is None else f"{m['train_loss']:.4f}"
+        lines.append(f"| {who} | {loss} | {m.get('steps', '')} | {m.get('num_examples', '')} | {cut} |")
     return [*lines, ""]
 
 
@@ -293,6 +297,8 @@ def round_markdown(report: dict, cfg, methods: dict, out: Path) -> str:
         lines += [f"## {method.title or name} ({report['timings'].get(name, 0):.1f} s)", ""]
         if sec.get("note"):
             lines += [f"> **Note.** {sec['note']}", ""]
+        if sec.get("degenerate"):  # a section of a degenerate model is its note: nothing for its view to read
+            continue
         lines += [view.markdown(sec) or "", ""]
         for title, fname in view.render(sec, str(out)):
             lines += [f"![{title}]({fname})", ""]
@@ -468,6 +474,9 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
         answers = sorted(methods, key=lambda name: not any(f.memorization for f in methods[name].figures))
         for name in answers:
             if name in last["audit"] and name in first["audit"]:
+                if last["audit"][name].get("degenerate"):
+                    lines += [f"**{methods[name].title or name}.** {last['audit'][name]['note']}", ""]
+                    continue
                 text = views[name].summary(first["audit"][name], last["audit"][name])
                 if text:
                     lines += [text, ""]
@@ -490,7 +499,7 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
             lines += [f"![Training]({made})", ""]
         for name, view in views.items():
             secs = [h["audit"][name] for h in history if name in h["audit"]]
-            if len(secs) == len(history):
+            if len(secs) == len(history) and not any(s.get("degenerate") for s in secs):
                 for title, fname in view.render_run(rounds, secs, str(run_dir)):
                     lines += [f"![{title}]({fname})", ""]
         lines += _figure_table(curves, rounds, bands, report_figures(methods))
@@ -515,13 +524,18 @@ def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -
         if k not in figures:
             return f"{v:.4g}"
         ci = next(([lo, hi] for rr, lo, hi in bands.get(k, []) if rr == r), None)
-        return figure_text(figures[k].kind, v, ci)
+        f = figures[k]
+        mde = dict(curves.get(f"{k}_mde", [])).get(r) if f.mde else None
+        return figure_text(f.kind, v, ci, mde=mde, null=f.null)
 
     def name(k: str) -> str:
         return f"{figures[k].label} (`{k}`)" if k in figures else f"`{k}`"
 
+    # a detectable effect reads beside its figure, not in a row of its own
+    shown = [k for k in curves if not (k.endswith("_mde") and k[: -len("_mde")] in figures)]
     lines = ["## Headline figures per round", "",
-             "Rates in percent, differences in percentage points, 95% intervals in brackets.", "",
+             "Rates in percent, differences in percentage points, 95% intervals in brackets; where an interval holds "
+             "no effect, the smallest effect the audit detects at its size (\"under X\").", "",
              "| figure | " + " | ".join(f"round {r}" for r in rounds) + " |", "|---|" + "---|" * len(rounds)]
-    lines += [f"| {name(k)} | " + " | ".join(cell(k, r) for r in rounds) + " |" for k in curves]
+    lines += [f"| {name(k)} | " + " | ".join(cell(k, r) for r in rounds) + " |" for k in shown]
     return lines + [""]

@@ -174,6 +174,13 @@ def _cell(jobs: list[dict], figure: str) -> dict | None:
     values = np.array([j["final"][figure] for j in runs])
     n, mean = len(values), float(values.mean())
     declared = report_figures().get(figure)
+    cell = _interval_cell(runs, figure, values, n, mean, declared)
+    mdes = [j["final"][f"{figure}_mde"] for j in runs if j["final"].get(f"{figure}_mde") is not None]
+    return cell | ({"mde": float(np.mean(mdes))} if mdes and declared is not None and declared.mde else {})
+
+
+def _interval_cell(runs: list[dict], figure: str, values: np.ndarray, n: int, mean: float, declared) -> dict:
+    """A figure's mean over the runs of a row with its 95% interval and the interval's kind."""
     if n >= 2 and declared is not None and declared.ci is None and np.ptp(values) == 0:
         return {"mean": mean, "lo": None, "hi": None, "n": n, "interval": None}  # computed, not estimated (a budget)
     if n >= 2 and np.ptp(values) == 0:  # a t-interval of zero width would read as certainty
@@ -217,6 +224,8 @@ def sweep_tables(jobs: list[dict]) -> dict[str, dict]:
             group = groups[key]
             rows.append({"key": dict(zip(rows_by, key)), "n": len(group), "runs": [j["dir"] for j in group],
                          "seeds": [j["config"].get("seed") for j in group],
+                         # runs whose last round's global model was degenerate (fedmem.engine.health): destroyed
+                         "destroyed": sum(bool(j["final"].get("health/degenerate")) for j in group),
                          "figures": {k: c for k in columns if (c := _cell(group, k)) is not None}})
         tables[factor] = {"paper": spec.paper, "rows_by": rows_by, "columns": columns, "rows": rows}
     return tables
@@ -226,7 +235,14 @@ def _fmt(figure: str, cell: dict | None) -> str:
     if cell is None:
         return ""
     ci = [cell["lo"], cell["hi"]] if cell["lo"] is not None else None
-    return figure_text(_kind(figure), cell["mean"], ci)
+    declared = report_figures().get(figure)
+    return figure_text(_kind(figure), cell["mean"], ci, mde=cell.get("mde"),
+                       null=declared.null if declared is not None else 0.0)
+
+
+def _destroyed(row: dict) -> str:
+    """`` (k destroyed)``: the row's runs whose last global model was degenerate, its figures absent or 0."""
+    return f" ({row['destroyed']} destroyed)" if row.get("destroyed") else ""
 
 
 def _header(factor: str) -> str:
@@ -240,8 +256,8 @@ def table_markdown(factor: str, table: dict) -> list[str]:
     title = f"## {_header(factor)}" + (f" (paper {table['paper']})" if table["paper"] else "")
     if not wide:
         head = [*map(_header, rows_by), "n", *columns.values()]
-        body = [[*map(str, r["key"].values()), str(r["n"]), *(_fmt(k, r["figures"].get(k)) for k in columns)]
-                for r in rows]
+        body = [[*map(str, r["key"].values()), str(r["n"]) + _destroyed(r), *(_fmt(k, r["figures"].get(k))
+                                                                             for k in columns)] for r in rows]
     else:
         outer = [g for g in rows_by if g != wide]
         values = sorted({r["key"][wide] for r in rows}, key=lambda v: _sort_key(wide, v))
@@ -306,7 +322,8 @@ def frontier_plot(table: dict, sweep_dir: Path) -> str | None:
     for row in rows:
         eps = row["figures"].get(EPSILON)
         budget = f"ε = {figure_text('score', eps['mean'])}" if eps else "no DP"
-        labels.append(f"{' '.join(map(str, row['key'].values()))} ({budget})")
+        destroyed = f", {row['destroyed']} of {row['n']} destroyed" if row.get("destroyed") else ""
+        labels.append(f"{' '.join(map(str, row['key'].values()))} ({budget}{destroyed})")
     for ax, key in zip(axes[0], panels):
         for i, row in enumerate(rows):
             x, y = row["figures"].get(PERFORMANCE), row["figures"].get(key)

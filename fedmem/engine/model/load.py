@@ -117,6 +117,15 @@ def base_origin(cfg: ModelConfig) -> str:
     return f"{ident['gguf_file']}, sha256 {ident['gguf_sha256'][:12]}" if ident else cfg.path
 
 
+def lora_size(model, cfg: ModelConfig) -> int:
+    """The weights a LoRA adapter of ``cfg`` (rank r on the target projections) adds to ``model``: r (in + out) per
+    adapted linear layer, as peft builds it."""
+    import torch
+
+    return sum(cfg.lora_r * (m.in_features + m.out_features) for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and name.rpartition(".")[2] in cfg.target_modules)
+
+
 def wrap_lora(model, cfg: ModelConfig):
     """LoRA on the configured projections; the base stays frozen. Adapter init is seeded by the caller."""
     from peft import LoraConfig, get_peft_model
