@@ -216,11 +216,10 @@ def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compos
     _, tokenizer, _ = base_model(cfg)
     data = federated_data(cfg)
     with pytest.raises(ValueError, match=re.escape("audit.common_draw=3: every method audits each client's common "
-                                                   "draw, but audit.pa.n=2 leaves out 1 of client 0's: raise "
-                                                   "audit.pa.n or lower audit.common_draw")):
+                                                   "draw, and audit.pa.n=2 draws fewer: set audit.common_draw=2")):
         checked_plan(cfg, data, tokenizer)
-    with pytest.raises(ValueError, match=r"audit.common_draw=9, but client 0's pool holds only \d+ ordinary train "
-                                         r"samples with 16 suffix tokens \(audit.pa's suffix\)"):
+    with pytest.raises(ValueError, match=r"audit.common_draw=9: client \d has \d+ train samples with 16 suffix tokens "
+                                         r"\(audit.pa.suffix_len\): set audit.common_draw=\d+"):
         checked_plan(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
     run, _ = checked_plan(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
                                           "audit.pearl.n=3")), data, tokenizer)

@@ -158,9 +158,11 @@ def test_unknown_label_is_one_clear_error(tmp_path):
         load_federated(task, DataConfig(source="hf", path=str(FIX / "pubmed_rct.csv")), seed=0)
 
 
-def test_small_partitions_are_an_error_naming_both_numbers(tmp_path):
-    with pytest.raises(ValueError, match=r"owns 12 rows, fewer than data.train_per_client \+ "
-                                         r"data.test_per_client = 500 \+ 100"):
+def test_small_partitions_are_one_error_naming_every_short_client_and_sizes_that_fit(tmp_path):
+    with pytest.raises(ValueError, match=r"^data.train_per_client \+ data.test_per_client = 500 \+ 100, but client "
+                                         r"'\w+' owns \d+ rows, client '\w+' owns \d+ rows, client '\w+' owns \d+ rows: "
+                                         r"set data.train_per_client=\d+ data.test_per_client=\d+ \(the fewest rows, "
+                                         r"split as asked\)$"):
         load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(FIX / "pubmedqa.jsonl"),
                                                          train_per_client=500, test_per_client=100,
                                                          public_share=0.0), seed=0)

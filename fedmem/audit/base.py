@@ -461,6 +461,12 @@ class AuditMethod:
         return {}
 
     @classmethod
+    def size_key(cls, split: str) -> str:
+        """The config key that sets how many samples of ``split`` it audits per client (``samples_needed``), for
+        the errors and ``audit.size=auto``."""
+        return cls.size_keys[0] if cls.size_keys else "n"
+
+    @classmethod
     def audited_train(cls, cfg: Any, pool: AuditPool) -> set[str] | None:
         """The ids of the train samples this method gives verdicts on (``verdicts``), chosen from ``run`` as its
         constructor chooses them; None for a method that decides nothing per train sample. The auditor refuses a

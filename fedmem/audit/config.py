@@ -32,6 +32,10 @@ class AuditConfig:
     test_per_client: int | Literal["all"] = option(
         600, "test samples per client prepared (held-out prefixes of MR's control, non-members, utility); all = every "
              "usable one")
+    size: Literal["fixed", "auto"] = option(
+        "fixed", "fixed: every audit size as configured, and a setting the data cannot fill refused (all of them in "
+                 "one line, each with a value that works); auto: every size lowered to what the data supplies, and "
+                 "the choices said before the run")
     common_draw: int = option(
         30, "ordinary (non-canary) train samples per client that every enabled method audits: the first this many "
             "of the pool's seeded order whose suffix is as long as the longest suffix a method scores. The agreement "

@@ -129,6 +129,67 @@ def _groups() -> dict[str, str]:
             for key in choices if not key.startswith("hydra/")}
 
 
+def override_problems(overrides: list[str]) -> list[str]:
+    """What Hydra would refuse in ``overrides``, every problem at once, each in one line naming what the user typed:
+    a preset that does not exist (with the group's presets), a key that is no setting (with the nearest ones, or the
+    preset of its group that has it). Sweep values (``a,b``) are each checked; ``hydra.*`` and ``+``/``~`` overrides
+    are left to Hydra. Empty when Hydra will compose them."""
+    import difflib
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        return [f"{str(e).splitlines()[0]}"]
+    register_schemas(list(overrides))
+    groups = {**_groups(), "experiment": "experiment"}
+    presets = {g: sorted(p.stem for p in (Path(conf_dir()) / g.replace(".", "/")).glob("*.yaml")) for g in groups}
+    problems, chosen = [], []
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra") or o.is_add() or o.is_delete():
+            continue
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [str(o.value())]
+        if key in groups:
+            missing = [v for v in values if v not in presets[key] and not (key == "experiment" and v == "none")]
+            if missing:
+                problems.append(f"{key}={','.join(missing)}: no such preset of {key}; known: {', '.join(presets[key])}")
+            else:
+                chosen.append(f"{key}={values[0]}")
+    if problems:
+        return problems
+    tree = compose_dict(chosen)
+    variants = {name: d for name, d in schemas().items() if "/" in name}
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra") or o.is_add() or o.is_delete() or key in groups:
+            continue
+        node, parts = tree, key.split(".")
+        for i, part in enumerate(parts):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+                continue
+            if not isinstance(node, dict) or node is None:
+                break  # a value set inside a setting that is not a section (a mapping given whole): Hydra's call
+            where = ".".join(parts[:i])
+            owners = [name.replace("/", "=") for name, d in variants.items()
+                      if name.split("/")[0] == where and part in d and i == len(parts) - 1]
+            near = difflib.get_close_matches(part, list(node), n=3, cutoff=0.6)
+            line = f"{key} is not a setting"
+            if owners:
+                line += (f" of {where}={tree[where].get('source') or tree[where].get('name')}; {part} is a setting of "
+                         f"{' and '.join(owners)}: choose {' or '.join(owners)}")
+            elif near:
+                line += f"; did you mean {' or '.join(f'{where}.{n}' if where else n for n in near)}?"
+            else:
+                line += f"; {where or 'the config'} has: {', '.join(sorted(node))}"
+            problems.append(line)
+            break
+    return problems
+
+
 def compose_over(saved: dict, overrides: list[str]) -> dict:
     """A re-audit's config: a run's saved (resolved) config with ``overrides`` applied by Hydra's compose API, a
     dotted key setting a value (``audit.prefix_len=10``) and a group's preset (``audit/decoding=top_p``,

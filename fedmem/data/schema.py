@@ -20,6 +20,11 @@ class Schema:
 def resolve_schema(task, data) -> Schema:
     """``data.*`` overrides ``task.*``. A data-level client column comes with its own groups (default: one client
     per distinct value), because the task's groups describe the hub dataset's values, not the user's column."""
+    foreign = sorted(set(data.columns) - set(task.fields))
+    if foreign:
+        raise ValueError(f"data.columns sets {', '.join(foreign)}, which task={task.name} does not have (its fields: "
+                         f"{', '.join(task.fields)}): set task= to the task whose template has them (task=text takes "
+                         "one text per row), or name the task's own fields")
     columns = {**task.columns, **data.columns}
     if data.client_column:
         client_column = data.client_column

@@ -21,8 +21,8 @@ def _column(ds, name: str, what: str) -> list[Any]:
 
     if name not in ds.column_names:
         raise ValueError(
-            f"{what}: column {name!r} not found; the data has columns {sorted(ds.column_names)} "
-            f"(nested fields are reached with dots, e.g. context.contexts)"
+            f"{what}: column {name!r} not found; the data has columns {sorted(ds.column_names)}: set it to one of "
+            f"them (nested fields are reached with dots, e.g. context.contexts)"
         )
     values = ds.with_format("arrow")[name].to_pylist()  # one Arrow conversion, not a Python loop over rows
     feature = ds.features.get(name)
@@ -181,7 +181,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
     ids = row_ids(ds, data)
     fields, labels = _fields(ds, schema, task)
     usable = _usable_rows(ds, schema, fields, labels)
-    n_usable = len(usable)
+    n_usable, n_usable_rows = len(usable), set(usable)
     public_file = bool(data.public) and public_is_file(data.public)
     public_rows: list[int] = []
     if data.public and not public_file:  # a column marks the public rows
@@ -196,6 +196,8 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
         parts, public_rows = take_public_share(parts, names, data, seed)
     record = partial(_record, task, fields, ids, labels)
     clients, truth_clients = _client_splits(parts, names, sizes, membership, data, seed, ids, record)
+    for entry, dropped in zip(truth_clients, _empty_per_client(ds, schema, n_usable_rows, names)):
+        entry["rows_dropped_empty"] = dropped
     truth = {
         "source": data.source,
         "dataset": data.path or task.hf_dataset,
@@ -227,7 +229,7 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
 
 def _fields(ds, schema: Schema, task) -> tuple[dict[str, list[Any]], list[str | None]]:
     """(every template field's column values, every row's label)."""
-    fields = {f: _column(ds, schema.columns[f], f"task.columns.{f}") for f in task.fields}
+    fields = {f: _column(ds, schema.columns[f], f"data.columns.{f} (task={task.name}'s field {f})") for f in task.fields}
     labels = _labels(ds, schema)
     if schema.labels:  # the assistant turn shows the label as the task spells it
         for f in task.fields:
@@ -244,6 +246,16 @@ def _usable_rows(ds, schema: Schema, fields: dict[str, list[Any]], labels: list[
     if not usable:
         raise ValueError(f"no usable rows: every row has an empty field among {list(fields)}")
     return usable
+
+
+def _empty_per_client(ds, schema: Schema, usable: set[int], names: list[str]) -> list[int | None]:
+    """Per client, the rows of its own that were dropped for an empty field: known where the client column names a
+    row's client (a natural partition without groups), None elsewhere (the row never reached a client)."""
+    if schema.partition != "natural" or schema.client_groups:
+        return [None] * len(names)
+    values = _column(ds, schema.client_column, "client column")
+    dropped = [one_line(values[i]) for i in range(ds.num_rows) if i not in usable]
+    return [sum(v == name for v in dropped) for name in names]
 
 
 def _public_column_rows(ds, data, usable: list[int]) -> tuple[list[int], list[int]]:
@@ -267,7 +279,16 @@ def _record(task, fields: dict[str, list[Any]], ids: list[str], labels: list[str
 def _client_splits(parts: list[list[int]], names: list[str], sizes: list[int], membership: dict[int, str] | None,
                    data, seed: int, ids: list[str], record: Callable[[int, int | None], Record]
                    ) -> tuple[list[ClientSplit], list[dict[str, Any]]]:
-    """(each client's train/test records, each client's ground-truth entry)."""
+    """(each client's train/test records, each client's ground-truth entry). Clients that own fewer rows than the
+    split asks for are named together, with sizes that fit the smallest of them."""
+    need = data.train_per_client + data.test_per_client
+    if membership is None and (short := [(names[c], len(rows)) for c, rows in enumerate(parts) if len(rows) < need]):
+        fewest = min(n for _, n in short)
+        test = max(1, fewest * data.test_per_client // need)
+        raise ValueError(f"data.train_per_client + data.test_per_client = {data.train_per_client} + "
+                         f"{data.test_per_client}, but {', '.join(f'client {n!r} owns {k} rows' for n, k in short)}: "
+                         f"set data.train_per_client={fewest - test} data.test_per_client={test} (the fewest rows, "
+                         "split as asked)")
     clients, truth_clients = [], []
     for c, rows in enumerate(parts):
         if membership is None:

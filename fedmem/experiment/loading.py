@@ -10,6 +10,7 @@ and audits with other settings over the same data reuse them. Everything here on
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any, NamedTuple
 
 import torch
@@ -20,6 +21,8 @@ from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.data import load_federated
 from fedmem.engine.model.load import device, load_base, wrap_lora
 from fedmem.engine.train import tokenize_examples
+from fedmem.experiment.sizing import audit_sizes, chosen_line, sized
+from fedmem.reports.console import say
 
 _CACHE: dict[tuple, object] = {}
 
@@ -102,6 +105,14 @@ def checked_plan(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None
     here, before anything is written. The pool carries the common draw (``audit.common_draw``), which every method
     that decides per train sample must audit. ``trained_len``: the length training cuts a record at (None: a model
     fedmem did not train)."""
+    every = dataclasses.replace(cfg.audit, samples_per_client="all", test_per_client="all")
+    fits, problems = audit_sizes(cfg, build_audit_pool(every, cfg.task, data, tokenizer, cfg.seed, trained_len),
+                                 method_configs(cfg))
+    if cfg.audit.size == "auto":
+        say(chosen_line(fits, cfg))
+        cfg = sized(cfg, fits)
+    elif problems:  # every setting the data cannot fill, at once
+        raise ValueError("; ".join(problems))
     pool = build_audit_pool(cfg.audit, cfg.task, data, tokenizer, cfg.seed, trained_len)
     configs = method_configs(cfg)
     check_supply(pool, {name: AUDIT_METHODS[name].samples_needed(c) for name, c in configs.items()})

@@ -98,10 +98,26 @@ def preflight(cfg: ExperimentConfig) -> str:
         str(c) for c in range(data.num_clients)]
     clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
     cost = "; ".join(f"{name}: {AUDIT_METHODS[name].round_cost(c, data.num_clients)}" for name, c in configs.items())
-    return (f"{data.num_clients} clients (train/test: {clients}); public corpus {len(data.public_corpus)} texts; "
+    dropped = dropped_rows(data.ground_truth)
+    return (f"{data.num_clients} clients (train/test: {clients}){f'; {dropped}' if dropped else ''}; public corpus "
+            f"{len(data.public_corpus)} texts; "
             f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} rounds of {cfg.strategy.name}; audit "
             f"pool per client {len(pool.train[0])} train / {len(pool.test[0])} test samples; audit work per round "
             f"({cfg.strategy.num_rounds + 1} rounds audited): {cost}")
+
+
+def dropped_rows(truth: dict) -> str | None:
+    """What the data lost before any client got it, in words: rows with an empty field (per client where the client
+    column names their client) and rows in no client; None when nothing was dropped."""
+    parts = []
+    if empty := truth.get("rows_dropped_empty"):
+        per = [(c.get("name", c["client"]), c["rows_dropped_empty"]) for c in truth.get("clients", [])
+               if c.get("rows_dropped_empty")]
+        parts.append(f"{empty} of {truth.get('rows')} rows dropped for an empty field"
+                     + (f" ({', '.join(f'{name} {n}' for name, n in per)})" if per else ""))
+    if missing := truth.get("rows_in_no_client"):
+        parts.append(f"{missing} rows in no client (beyond data.num_clients)")
+    return "; ".join(parts) or None
 
 
 def data_check(cfg: ExperimentConfig) -> str:
@@ -118,9 +134,10 @@ def data_check(cfg: ExperimentConfig) -> str:
     mr = AUDIT_METHODS["mr"](mr_cfg, pool)
     try:
         names = pool.client_names
+        dropped = dropped_rows(data.ground_truth)
         head = (f"{len(pool.clients)} clients (train/test records: "
                 + ", ".join(f"{names[c]} {len(s.train)}/{len(s.test)}" for c, s in zip(pool.clients, data.clients))
-                + f"); public share {len(data.public_corpus)} texts")
+                + f"){f'; {dropped}' if dropped else ''}; public share {len(data.public_corpus)} texts")
         return "\n".join([head, *view_for(mr).data_check_lines(mr.before_training())])
     finally:
         mr.close()

@@ -217,6 +217,10 @@ class MemorizationRatio(AuditMethod):
         return {"train": cfg.n} | ({"test": cfg.heldout_size} if cfg.heldout_size else {})
 
     @classmethod
+    def size_key(cls, split: str) -> str:
+        return "heldout" if split == "test" else "n"
+
+    @classmethod
     def audited_train(cls, cfg: MRConfig, pool: AuditPool) -> set[str]:
         """The ordinary prefixes of ``self.samples`` (the first n of each client's pool, canaries aside) and the
         planted canaries."""

@@ -166,6 +166,10 @@ class PearlSensitivity(AuditMethod):
     )
 
     @classmethod
+    def size_key(cls, split: str) -> str:
+        return "nonmembers" if split == "test" else "n"
+
+    @classmethod
     def samples_needed(cls, cfg: PearlConfig) -> dict[str, int]:
         return {"train": cfg.n, "test": cfg.nonmembers}
 

@@ -1,0 +1,126 @@
+"""A researcher's first hour with data of their own (README, "Your own data and models"), walked as a new user
+walks it: 3 help desks x 150 support tickets of about 60 words, 30 of each desk's rows empty, in JSONL and CSV.
+Every refusal names all its problems at once, each with the key the user types and a value that works for this data;
+applying the printed values gets the data check through, and so does ``audit.size=auto``; nothing is dropped
+silently."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+
+import pytest
+
+from bench.staging import fedmem, fedmem_env
+from tests.helpers import texts
+
+# the tiny preset at the test-sized shapes (its tokenizer and prior are trained on the data's public share)
+TINY = ["model.tiny.vocab_size=512", "model.tiny.hidden_size=64", "model.tiny.intermediate_size=128",
+        "model.tiny.num_hidden_layers=2", "model.tiny.num_attention_heads=4", "model.tiny.num_key_value_heads=2",
+        "model.tiny.pretrain_epochs=1", "model.max_seq_len=128", "train.progress=false"]
+DESKS = ("billing", "network", "accounts")
+
+
+@pytest.fixture(scope="module")
+def tickets(tmp_path_factory):
+    """(JSONL file, CSV file) of the same 450 rows: per desk 120 tickets of about 60 words and 30 empty ones."""
+    root = tmp_path_factory.mktemp("tickets")
+    rows = []
+    for d, desk in enumerate(DESKS):
+        bodies = texts(120, seed=40 + d, n_sentences=10)
+        rows += [{"desk": desk, "ticket": body} for body in bodies] + [{"desk": desk, "ticket": ""}] * 30
+    jsonl, table = root / "tickets.jsonl", root / "tickets.csv"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["desk", "ticket"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return jsonl, table
+
+
+def _fedmem(cache_dir: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(fedmem(*args), env=fedmem_env(cache_dir), capture_output=True, text=True, timeout=600)
+
+
+def _settings(line: str) -> list[str]:
+    """The first value each problem of a refusal's line advises (``set KEY=VALUE [KEY=VALUE]``)."""
+    return [kv for advice in re.findall(r"set ((?:[\w.]+=\w+ ?)+)", line) for kv in advice.split()]
+
+
+@pytest.mark.parametrize("file", [0, 1], ids=["jsonl", "csv"])
+def test_the_data_check_goes_through_with_the_values_it_prints(tickets, file, cache_dir):
+    data = ["data=local", f"data.path={tickets[file]}", "task=text", "data.columns={text:ticket}",
+            "data.client_column=desk", "data.num_clients=3", *TINY]
+    tried = []
+    for _ in range(3):  # the data's sizes, then every audit size at once
+        out = _fedmem(cache_dir, "data", "check", *data, *tried)
+        if out.returncode == 0:
+            break
+        assert out.returncode == 2, out.stderr[-2000:]
+        line = out.stderr.strip().splitlines()[-1]
+        assert line.startswith("fedmem: invalid configuration: ") and "Traceback" not in out.stderr, line
+        advice = _settings(line)
+        assert advice, line
+        tried += advice
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(tried) >= 4  # the split's two sizes, and audit sizes named together in one line
+    assert "90 of 450 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out.stdout
+
+
+def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tickets, cache_dir):
+    out = _fedmem(cache_dir, "data", "check", "data=local", f"data.path={tickets[0]}", "task=text",
+                  "data.columns={text:ticket}", "data.client_column=desk", "data.num_clients=3",
+                  "data.train_per_client=80", "data.test_per_client=16", "audit.size=auto", *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    chosen = next(x for x in out.stderr.splitlines() if x.startswith("fedmem: audit.size=auto: "))
+    assert "audit.samples_per_client=" in chosen and "audit.mr.n=" in chosen
+
+
+@pytest.mark.parametrize("args, line", [
+    (["strategy.num_round=1"], "strategy.num_round is not a setting; did you mean strategy.num_rounds?"),
+    (["data.path=/tmp/x.jsonl"], "data.path is not a setting of data=synthetic; path is a setting of data=hf and "
+                                 "data=local: choose data=hf or data=local"),
+    (["data=locl"], "data=locl: no such preset of data; known: hf, local, synthetic"),
+])
+def test_hydras_errors_end_in_one_line_naming_the_key(args, line):
+    out = _fedmem("", "run", *args)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"fedmem: invalid configuration: {line}"]
+
+
+def test_a_column_mapping_for_another_task_names_the_task(tickets, cache_dir):
+    out = _fedmem(cache_dir, "data", "check", "data=local", f"data.path={tickets[0]}", "data.columns={text:ticket}",
+                  "data.client_column=desk", "data.num_clients=3", *TINY)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "fedmem: invalid configuration: data.columns sets text, which task=dialog does not have (its fields: ")
+
+
+def test_a_pretrained_model_under_the_tiny_preset_is_refused_naming_the_preset_to_use(tmp_path):
+    from fedmem.config.compose import compose_dict
+    from fedmem.config.experiment import from_dict
+
+    with pytest.raises(ValueError, match=r"model.path=/models/mine is a pretrained model, but model=tiny is the "
+                                         r"preset built here .*: add model=pretrained"):
+        from_dict({**compose_dict(["model.path=/models/mine"]), "run_dir": str(tmp_path)})
+    cfg = from_dict({**compose_dict(["model=pretrained", "model.path=/models/mine", "experiment=paper"]),
+                     "run_dir": str(tmp_path)})
+    assert (cfg.model.lora_r, cfg.train.lr, cfg.train.effective_batch) == (16, 2e-4, 64) and not cfg.model.offline
+
+
+def test_model_export_writes_a_directory_that_model_path_loads(smollm2_dir, cache_dir, tmp_path):
+    """SmolLM2's GGUF file out as a Hugging Face directory (transformers refuses to save a GGUF-loaded model), which
+    loads with its tokenizer and chat template and composes as model=pretrained model.path=DIR."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from tests.conftest import SMOLLM2
+
+    out = tmp_path / "smollm2"
+    done = _fedmem(cache_dir, "model", "export", SMOLLM2, str(out))
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == str(out), done.stderr[-2000:]
+    assert AutoConfig.from_pretrained(out).model_type == "llama"
+    assert AutoTokenizer.from_pretrained(out).chat_template
+    again = _fedmem(cache_dir, "model", "export", SMOLLM2, str(out))
+    assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].endswith(
+        "is not empty: export into a new directory")
