@@ -62,8 +62,10 @@ def test_a_missing_file_or_package_is_one_line_naming_the_key(fake_package, monk
 
 
 def test_gguf_file_excludes_the_offline_presets_and_model_path(fake_package):
-    assert "model=tiny is built here" in _error(name="tiny", gguf_file="fakegguf/weights/m.gguf")
-    assert "model.gguf_file and model.path" in _error(gguf_file="fakegguf/weights/m.gguf", path="/some/model")
+    assert "but model=tiny is the preset built here" in _error(name="tiny", gguf_file="fakegguf/weights/m.gguf")
+    assert "add model=pretrained" in _error(name="tiny", path="/some/model")  # a pretrained model under tiny's lr
+    both = _error(gguf_file="fakegguf/weights/m.gguf", path="/some/model")
+    assert "both name the base model: add model.gguf_file=null to load model.path" in both
     assert "model.path is required" in _error()
 
 

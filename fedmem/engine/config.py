@@ -129,12 +129,17 @@ class ModelConfig:
         positive(self, "model", "lora_r", "lora_alpha")
         if self.max_seq_len != "auto":
             positive(self, "model", "max_seq_len")
+        if self.name in OFFLINE_PRESETS and (self.path or self.gguf_file):
+            given = f"model.path={self.path}" if self.path else f"model.gguf_file={self.gguf_file}"
+            raise ValueError(f"{given} is a pretrained model, but model={self.name} is the preset built here from its "
+                             f"config, with a learning rate and LoRA for a model that small: add model=pretrained (the "
+                             f"paper's LoRA and training settings), or the preset of the model's family "
+                             f"(model=qwen2.5-0.5b, llama3.2-1b, smollm2-135m, ...)")
         if self.gguf_file is not None:
-            if self.name in OFFLINE_PRESETS:
-                raise ValueError(f"model.gguf_file is for a pretrained base, but model={self.name} is built here; "
-                                 f"pick a preset that loads one (model=smollm2-135m) or set model.name")
             if self.path:
-                raise ValueError("model.gguf_file and model.path both name the base model: set one of them")
+                raise ValueError(f"model.gguf_file={self.gguf_file} and model.path={self.path} both name the base "
+                                 f"model: add model.gguf_file=null to load model.path (a preset may set the file), or "
+                                 f"model.path=null")
             self.gguf_path()  # a missing file or package fails here, before any data is loaded
         elif not self.offline and not self.path:
             raise ValueError(f"model.path is required for model {self.name!r} (a Hugging Face id or local dir), "

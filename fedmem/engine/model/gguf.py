@@ -77,6 +77,22 @@ def gguf_model_dir(cfg: ModelConfig, cache_dir) -> Path:
     return target
 
 
+def export(gguf_file: str, out, cache_dir) -> Path:
+    """A local Hugging Face model directory (weights, config, tokenizer, its chat template) of a GGUF file, written
+    at ``out`` (a new or empty directory), with the file and its sha256 it came from: what ``model.path`` reads.
+    ``gguf_file``: a path, or ``package/relative/path.gguf`` inside an installed package."""
+    import shutil
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty: export into a new directory")
+    source = gguf_model_dir(ModelConfig(name="export", gguf_file=gguf_file), cache_dir)
+    with atomic_dir(out) as tmp:
+        for item in source.iterdir():
+            (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
+    return out
+
+
 def gguf_identity(cfg: ModelConfig) -> dict:
     """What a report records about a GGUF base model (the resolved file and its sha256); empty for any other."""
     if not cfg.gguf_file:
