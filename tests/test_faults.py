@@ -393,3 +393,44 @@ def test_a_run_whose_ray_never_starts_exits_once_its_failure_is_recorded(tmp_pat
     assert _status(run)["status"] == "failed", _status(run)
     assert not (run / ".fedmem.lock").exists() and not (run / "round_1").exists()
     assert not left(started), f"left running: {left(started)}"
+
+
+@pytest.mark.slow
+def test_an_audit_never_writes_over_an_earlier_one(finished, tmp_path, cache_dir):
+    """Under a name it chose from its overrides, a second audit goes to a numbered directory and says so; under a
+    name the user gave, it is refused in one line."""
+    run, env = tmp_path / "run", fedmem_env(cache_dir)
+    shutil.copytree(finished, run)
+    args = ["audit", f"run={run}", "rounds=1", "audit.methods=[utility]"]
+    first = subprocess.run(fedmem(*args), env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(fedmem(*args), env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == again.returncode == 0, again.stderr[-2000:]
+    out = Path(first.stdout.strip().splitlines()[-1])
+    assert Path(again.stdout.strip().splitlines()[-1]) == out.with_name(f"{out.name}-2")
+    assert f"fedmem: {out} holds an earlier audit; this one goes to {out}-2" in again.stderr.splitlines()
+    named = [*args, "name=mine"]
+    assert subprocess.run(fedmem(*named), env=env, capture_output=True, timeout=300).returncode == 0
+    refused = subprocess.run(fedmem(*named), env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        f"fedmem: name=mine: {run / 'audits' / 'mine'} already holds an audit; choose another name, or remove it to "
+        "audit into it again")
+
+
+@pytest.mark.slow
+def test_sigterm_ends_an_audit_marked_stopped_with_its_lock_released(finished, tmp_path, cache_dir):
+    run, log = tmp_path / "run", tmp_path / "audit.log"
+    shutil.copytree(finished, run)
+    out = run / "audits" / "termed"
+    proc = start(["audit", f"run={run}", "name=termed", "audit.methods=[utility,pa]"], fedmem_env(cache_dir), log)
+    try:
+        # frozen once the audit is under way (its status written), so the signal finds it at work, not finished
+        watch(proc, lambda: (out / "status.json").is_file(), seconds=300)
+        os.kill(proc.pid, signal.SIGSTOP)
+        proc.terminate()
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.wait(timeout=60)
+    finally:
+        end(proc)
+    assert proc.returncode == 143, log.read_text()[-2000:]
+    assert _last_line(log) == "fedmem: stopped by SIGTERM (the audit's status.json says stopped)"
+    assert _status(out)["status"] == "stopped" and not (out / ".fedmem.lock").exists()

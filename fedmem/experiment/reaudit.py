@@ -15,13 +15,16 @@ round's damaged file included), and one process at a time writes an output direc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import re
+import sys
 import time
+import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -51,6 +54,7 @@ from fedmem.experiment.archive import (
     saved_adapter,
 )
 from fedmem.experiment.auditor import Auditor, make_auditor
+from fedmem.experiment.lifecycle import set_status
 from fedmem.experiment.loading import AuditPlan, audit_plan, checked_plan, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.sweep import write_sweep_report
@@ -119,12 +123,50 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     if not (run / "config.yaml").is_file():
         raise ValueError(f"run={run_dir}: not a fedmem run directory (no config.yaml)")
     d = compose_over(yaml.safe_load((run / "config.yaml").read_text()), overrides)
-    d["run_dir"] = str(out or run / "audits" / audit_name(overrides))
+    d["run_dir"] = str(out or unused(run / "audits" / audit_name(overrides)))
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)
     check_kept_updates(cfg, run, rounds_)
     audit_plan(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
     return cfg, rounds_, run
+
+
+def unused(directory: Path) -> Path:
+    """``directory``, or where it already holds an audit, the first of ``<directory>-2``, ``-3``, ... that does not,
+    said in one line: an audit named after its overrides is never written over an earlier one."""
+    taken = lambda d: (d / "audit.json").exists() or any(d.glob("round_*"))  # noqa: E731
+    if not taken(directory):
+        return directory
+    n = 2
+    while taken(numbered := directory.with_name(f"{directory.name}-{n}")):
+        n += 1
+    print(f"fedmem: {directory} holds an earlier audit; this one goes to {numbered}", file=sys.stderr, flush=True)
+    return numbered
+
+
+def refuse_written(directory: Path, name: str) -> None:
+    """An audit given ``name=`` whose directory already holds an audit is refused in one line (unless another process
+    is writing it now: its lock then says so)."""
+    if ((directory / "audit.json").exists() or any(directory.glob("round_*"))) and \
+            not (directory / ".fedmem.lock").exists():
+        raise FileProblem(f"name={name}: {directory} already holds an audit; choose another name, or remove it to "
+                          "audit into it again")
+
+
+@contextlib.contextmanager
+def audit_status(out: Path) -> Iterator[None]:
+    """``status.json`` of an audit directory: running while the block runs, then finished, stopped (Ctrl-C or
+    SIGTERM) or failed with the error; the lock is released either way (``exclusive``)."""
+    set_status(out, "running")
+    try:
+        yield
+    except KeyboardInterrupt:
+        set_status(out, "stopped")
+        raise
+    except BaseException as e:
+        set_status(out, "failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+        raise
+    set_status(out, "finished")
 
 
 def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list[str]) -> Path:
@@ -133,7 +175,7 @@ def reaudit(cfg: ExperimentConfig, rounds: list[int], run: Path, overrides: list
     label = "cl" if cfg.strategy.name == CENTRALIZED else "fl"
     auditor = make_auditor(cfg, label, source=source, save_adapters=False, archive=RunArchive(run))
     out = Path(cfg.run_dir)
-    with exclusive(out):
+    with exclusive(out), audit_status(out):
         write_config(cfg, out / "config.yaml")
         atomic_write_json(out / "audit.json", source)
         saved = {int(p.parent.name.removeprefix("round_")): json.loads(p.read_text())
@@ -233,7 +275,7 @@ def audit_external(cfg: ExperimentConfig, plan: AuditPlan) -> Path:
     model, tokenizer = load_audited_model(cfg.model, cfg.cache_dir)
     auditor = Auditor(cfg, model, tokenizer, plan, label="fl", source=source, save_adapters=False)
     out = Path(cfg.run_dir)
-    with exclusive(out):
+    with exclusive(out), audit_status(out):
         write_config(cfg, out / "config.yaml")
         atomic_write_json(out / "audit.json", source)
         auditor.evaluate(0, None)
@@ -254,6 +296,8 @@ def prepare_audit(argv: list[str]) -> Callable[[], Path]:
             if multirun:
                 return prepare_reaudit_sweep(special["run"], overrides, special.get("rounds"), special.get("name"))
             out = Path(special["run"]) / "audits" / special["name"] if special.get("name") else None
+            if out is not None:
+                refuse_written(out, special["name"])
             cfg, rounds, run = prepare_reaudit(special["run"], overrides, special.get("rounds"), out)
             return lambda: reaudit(cfg, rounds, run, overrides)
         if multirun or "rounds" in special:
