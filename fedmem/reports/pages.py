@@ -38,6 +38,8 @@ REDACTED = ("Training text is redacted on this page: each excerpt shows as <reda
 COVERAGE = ("The intervals cover the audit's sampling (which samples were drawn, and the outputs sampled for them), "
             "not the variance of training itself: run other seeds (fedmem run -m seed=0,1,2) to see that, and compare "
             "figures to the last digit only between runs on the same hardware and thread count.")
+AUDIT_COVERAGE = ("The intervals cover the audit's sampling (which samples were drawn, and the outputs sampled for "
+                  "them) of this one model.")
 REVEALED = ("This page shows training text (`audit.reveal_text=true`): share it only with those allowed to see the "
             "clients' data.")
 
@@ -182,9 +184,11 @@ def train_rows(train_log: dict | list) -> list[dict]:
 def client_table(run) -> list[dict]:
     """``[{"id", "name", "train_size", ...}]``: every client of the run, in id order, with what its audit pool left
     out: held-out texts that are training text, and samples training cut at the trained length."""
+    empty = {c.get("client"): c.get("rows_dropped_empty") for c in (run.ground_truth or {}).get("clients", [])}
     return [{"id": c, "name": run.client_names[c], "train_size": run.train_sizes[c],
              "heldout_trained": run.heldout_trained.get(c, 0),
-             "cut_at_trained_length": run.cut_at_trained_length.get(c, {})} for c in run.clients]
+             "cut_at_trained_length": run.cut_at_trained_length.get(c, {}),
+             **({"rows_dropped_empty": empty[c]} if empty.get(c) is not None else {})} for c in run.clients]
 
 
 def _note(reveal: bool) -> list[str]:
@@ -281,9 +285,13 @@ def _defense_lines(defense: dict, names: dict) -> list[str]:
 def round_markdown(report: dict, cfg, methods: dict, out: Path) -> str:
     """The round page of ``report``: training, then each method's section as its view renders it (plots written
     into ``out``), then the ground-truth scores and the methods' agreement."""
-    server_round, label = report["round"], report["label"]
-    lines = [f"# Round {server_round}: {label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model "
-             f"{cfg.model.name}", "",
+    server_round, label, source = report["round"], report["label"], report["source"]
+    title = (f"# Audit of model `{source['model']}`" + (f" with adapter `{source['adapter']}`" if source.get("adapter")
+                                                        else "") + f", task {cfg.task.name}"
+             if source.get("kind") == "external" else
+             f"# Round {server_round}: {label.upper()}, {cfg.strategy.name}, task {cfg.task.name}, model "
+             f"{cfg.model.name}")
+    lines = [title, "",
              f"config hash `{cfg.hash()}`, seed {cfg.seed}, experiment preset `{cfg.experiment}`; "
              f"[run page](../report.md); every figure of this page and more: [report.json](report.json)", "",
              *_note(report["reveal_text"])]
@@ -353,7 +361,7 @@ def _agreement_table(agreed: dict) -> list[str]:
             counts = [by_label.get(lab, {"audited": 0}) for lab in labels]
             lines.append(f"| {group} | " + " | ".join(
                 f"{c['flagged']} of {c['audited']}" if c["audited"] else "–" for c in counts) + " |")
-    if agreed.get("truth"):
+    if any(t.get("n") for t in (agreed.get("truth") or {}).values()):  # data without planted truth: no such line
         lines += ["", "Against the planted truth (Cohen's kappa, n samples with known truth): " + "; ".join(
             f"{lab} {fmt(t['kappa'])} (n {t['n']})" for lab, t in agreed["truth"].items()) + "."]
     return lines + [""]
@@ -414,6 +422,16 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
     file and sha256."""
     d = cfg.to_dict()
     m, t, s, a, data = d["model"], d["train"], d["strategy"], d["audit"], d["data"]
+    if source.get("kind") == "external":  # what was audited, not how a model was trained
+        rows = [("experiment", f"`{d['experiment']}` (the audit's rules), seed {d['seed']}, config hash `{cfg.hash()}`"),
+                ("task / data", f"{d['task']['name']}; {data['source']} data, {data['num_clients']} clients"),
+                ("model", f"`{source.get('model')}` (sha256 {str(source.get('model_sha256'))[:12]})"
+                 + (f", adapter `{source['adapter']}` (sha256 {str(source.get('adapter_sha256'))[:12]})"
+                    if source.get("adapter") else ", no adapter")),
+                ("audit", f"prefix {a['prefix_len']} tokens, {a['decoding']['strategy']} decoding; methods: "
+                          f"{', '.join(a['methods'])}; text {'shown' if a['reveal_text'] else 'redacted'}")]
+        return ["## Configuration", "", "| setting | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows],
+                "", "The full resolved configuration: [config.yaml](config.yaml).", ""]
     rows = [
         ("experiment", f"`{d['experiment']}`, seed {d['seed']}, config hash `{cfg.hash()}`"),
         ("task / data", f"{d['task']['name']}; {data['source']} data, {data['num_clients']} clients x "
@@ -440,13 +458,16 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
 
 
 def _health(history: list[dict]) -> str:
-    """One line on whether every round trained every sampled client."""
+    """One line on whether every round trained every sampled client and left a model that could be audited."""
     problems = []
     for rep in history:
         p = rep.get("participation") or {}
         failed = len(p.get("failed") or []) + int(p.get("no_reply") or 0)
         if failed:
             problems.append(f"round {rep['round']}: {failed} of {p.get('sampled')} sampled clients sent no update")
+        if (rep.get("health") or {}).get("degenerate"):
+            problems.append(f"round {rep['round']}: the global model is degenerate ({rep['health']['reason']}), "
+                            "nothing of it could be audited")
     if problems:
         return "**Run health.** " + "; ".join(problems) + "."
     return "**Run health.** Every sampled client sent its update in every round."
@@ -463,12 +484,16 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
                "curves": curves, "ci95": bands}
     atomic_write_json(run_dir / "summary.json", to_jsonable(summary))
     reveal = bool(cfg.audit.reveal_text)
-    lines = [f"# fedmem run: {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name}", "",
-             *_note(reveal)]
+    source = history[0]["source"] if history else {}
+    external = source.get("kind") == "external"  # a model fedmem did not train: no rounds, no training to describe
+    title = (f"# fedmem audit: model `{source['model']}`" + (f", adapter `{source['adapter']}`" if source.get("adapter")
+                                                              else "") + f", task {cfg.task.name}") if external else \
+        f"# fedmem run: {cfg.strategy.name}, task {cfg.task.name}, model {cfg.model.name}"
+    lines = [title, "", *_note(reveal), *([_source_line(source), ""] if external else [])]
     if history:
         first, last = history[0], history[-1]
-        lines += [f"## The answer at round {last['round']}", "",
-                  f"Every rate with its 95% interval in brackets. {COVERAGE}", ""]
+        lines += ["## What the audit finds" if external else f"## The answer at round {last['round']}", "",
+                  f"Every rate with its 95% interval in brackets. {AUDIT_COVERAGE if external else COVERAGE}", ""]
         views = {name: view_for(method) for name, method in methods.items()}
         # the memorization answers first (methods with a figure where higher means more memorization), then the rest
         answers = sorted(methods, key=lambda name: not any(f.memorization for f in methods[name].figures))
@@ -481,11 +506,14 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
                 if text:
                     lines += [text, ""]
         loss = [(h["round"], mean_train_loss(h)) for h in history if mean_train_loss(h) is not None]
-        if loss:
+        if len(loss) > 1:
             lines += [f"**Training.** Mean train loss over clients {loss[0][1]:.3f} (round {loss[0][0]}) → "
                       f"{loss[-1][1]:.3f} (round {loss[-1][0]}).", ""]
-        lines += [_health(history), ""]
-        lines += ["## Over rounds", ""]
+        elif loss:
+            lines += [f"**Training.** Mean train loss over clients {loss[0][1]:.3f} (round {loss[0][0]}).", ""]
+        if not external:
+            lines += [_health(history), ""]
+        lines += ["## Over rounds" if len(rounds) > 1 else "## The round's figures", ""]
         panels = [(name, f"panel_{name}_{i}.png", p) for name, view in views.items()
                   for i, p in enumerate(view.panels)]
         for name, fname, p in panels:
@@ -515,8 +543,8 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
 
 
 def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -> list[str]:
-    """Every headline figure per round: the declared ones by their kind (``figures``: ``report_figures``) with
-    their interval, labelled as declared; any other headline number as it is."""
+    """Every declared headline figure per round, by its kind (``figures``: ``report_figures``) with its interval,
+    labelled as declared (every other headline number is in ``summary.json``)."""
     def cell(k: str, r: int) -> str:
         v = dict(curves[k]).get(r)
         if v is None:
@@ -531,8 +559,9 @@ def _figure_table(curves: dict, rounds: list[int], bands: dict, figures: dict) -
     def name(k: str) -> str:
         return f"{figures[k].label} (`{k}`)" if k in figures else f"`{k}`"
 
-    # a detectable effect reads beside its figure, not in a row of its own
-    shown = [k for k in curves if not (k.endswith("_mde") and k[: -len("_mde")] in figures)]
+    # declared figures only, each in its one format (summary.json holds every headline number); a detectable effect
+    # reads beside its figure
+    shown = [k for k in curves if k in figures]
     lines = ["## Headline figures per round", "",
              "Rates in percent, differences in percentage points, 95% intervals in brackets; where an interval holds "
              "no effect, the smallest effect the audit detects at its size (\"under X\").", "",

@@ -269,8 +269,28 @@ def table_markdown(factor: str, table: dict) -> list[str]:
             ns = sorted({r["n"] for r in by_value.values()})
             cells = [_fmt(k, by_value[v]["figures"].get(k)) if v in by_value else "" for v in values for k in columns]
             body.append([*map(str, key), str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}", *cells])
-    lines = [title, "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    lines = [title, "", *([summary, ""] if (summary := table_summary(table)) else []),
+             "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     return lines + ["| " + " | ".join(row) + " |" for row in body] + [""]
+
+
+def table_summary(table: dict, figures: int = 3) -> str | None:
+    """The table in one line: for its first ``figures`` columns, the rows with the lowest and the highest mean (the
+    figure as the table writes it, without its interval); None for a table of one row."""
+    rows = table["rows"]
+    if len(rows) < 2:
+        return None
+    name = lambda r: " ".join(map(str, r["key"].values()))  # noqa: E731
+    parts = []
+    for key, header in list(table["columns"].items())[:figures]:
+        cells = [(r["figures"][key]["mean"], name(r)) for r in rows if key in r["figures"]]
+        if len(cells) < 2:
+            continue
+        (lo, lo_row), (hi, hi_row) = min(cells), max(cells)
+        text = lambda v: figure_text(_kind(key), v)  # noqa: E731
+        parts.append(f"{header} from {text(lo)} ({lo_row}) to {text(hi)} ({hi_row})" if lo != hi else
+                     f"{header} {text(lo)} in every row")
+    return "In one line: " + "; ".join(parts) + "." if parts else None
 
 
 def frontier_panels(columns: dict) -> list[str]:

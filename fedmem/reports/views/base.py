@@ -49,7 +49,7 @@ class View:
     def markdown(self, section: dict[str, Any]) -> str:
         """The round page's text for the section: by default a table of its declared figures."""
         h = section.get("headline") or {}
-        rows = [f"| {f.label} | {headline_text(f, h)} |" for f in self.method.figures if f.key in h]
+        rows = [f"| {f.label} | {headline_text(f, h)} |" for f in self.method.figures if h.get(f.key) is not None]
         return "\n".join(["| figure | value |", "|---|---|", *rows]) if rows else ""
 
     def render(self, section: dict[str, Any], out_dir: str) -> list[tuple[str, str]]:
@@ -61,8 +61,11 @@ class View:
         at the first (round 0, the model before fine-tuning, in a training run). By default its declared figures."""
         h, f = last.get("headline") or {}, first.get("headline") or {}
         parts = [f"{fig.label} {headline_text(fig, h)} (first audited round: {headline_text(fig, f)})"
-                 for fig in self.method.figures if fig.key in h]
-        return f"**{self.method.title or self.method.name}.** " + "; ".join(parts) + "." if parts else ""
+                 for fig in self.method.figures if h.get(fig.key) is not None]  # a line only where it applies
+        title = f"**{self.method.title or self.method.name}.** "
+        if parts:
+            return title + "; ".join(parts) + "."
+        return title + last["note"] if last.get("note") else ""  # no figure: the reason, not "n/a"
 
     def render_run(self, rounds: list[int], sections: list[dict[str, Any]], out_dir: str) -> list[tuple[str, str]]:
         """Plots over all rounds for the run page beyond its ``panels`` (title, file name relative to out_dir)."""

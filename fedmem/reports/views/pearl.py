@@ -18,6 +18,16 @@ def _fmt(x, spec=".3f"):
     return "–" if x is None else format(x, spec)
 
 
+def worse_than_chance(h: dict) -> str | None:
+    """A sentence where the detector flags members less often than held-out non-members: it reads no memorization,
+    and flags what it flags by chance or against it."""
+    tpr, fpr = h.get("tpr"), h.get("fpr")
+    if tpr is None or fpr is None or tpr >= fpr:
+        return None
+    return (f" Its TPR is below its held-out FPR ({pct(tpr)} against {pct(fpr)}): worse than chance, the flags say "
+            "nothing of memorization here.")
+
+
 @register_view("pearl")
 class PearlView(View):
     panels = (Panel("PEARL at the calibrated thresholds (cross-fitted)", "rate %", {
@@ -149,4 +159,4 @@ class PearlView(View):
                 f"at held-out FPR {pct_ci(h['fpr'], h.get('fpr_ci95'))}; the TPR interval (bootstrap) includes the "
                 f"thresholds' own uncertainty (first audited round: TPR {pct(f.get('tpr'))}). At the threshold "
                 f"calibrated on all non-members, {count(h['members_flagged'], h['members'])} members are flagged; "
-                f"ROC AUC {h['auc']:.2f}.")
+                f"ROC AUC {h['auc']:.2f}." + (worse_than_chance(h) or ""))
