@@ -205,3 +205,22 @@ def test_a_tracker_whose_package_is_missing_is_refused_naming_the_extra(tmp_path
     assert err[-1] == ("fedmem: invalid configuration: tracker=mlflow needs the fedmem_no_such_package package: "
                        "pip install 'fedmem[mlflow]'")
     assert not (tmp_path / "run").exists()
+
+
+def test_mlflow_follows_mlflow_tracking_uri_where_tracker_uri_is_unset(tmp_path, monkeypatch):
+    """MLflow's own convention, which clusters set: with ``tracker.uri`` unset the run goes to
+    ``$MLFLOW_TRACKING_URI``, not to ``./mlruns``; ``tracker.uri`` still wins."""
+    from mlflow import MlflowClient
+
+    from fedmem.tracking.config import TrackerConfig
+    from fedmem.tracking.mlflow_backend import Backend
+
+    store = (tmp_path / "cluster-store").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.chdir(tmp_path)
+    backend = Backend(TrackerConfig(name="mlflow"), tmp_path / "run", "a run", None)
+    backend.end("finished", None)
+    assert backend.identity["uri"] == store and not (tmp_path / "mlruns").exists()
+    assert MlflowClient(tracking_uri=store).get_run(backend.run_id).info.status == "FINISHED"
+    own = (tmp_path / "own").as_uri()
+    assert Backend(TrackerConfig(name="mlflow", uri=own), tmp_path / "run", "b", None).identity["uri"] == own

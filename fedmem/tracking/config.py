@@ -21,11 +21,11 @@ class TrackerConfig:
     name: Literal["none", "mlflow", "tensorboard", "wandb"] = option(
         "none", "the experiment tracker that also receives the resolved config, every round's declared figures with "
                 "their 95% interval bounds (step = round), the round and run pages with their plots, and the run's "
-                "final status: none, mlflow (a local file store unless tracker.uri names another), tensorboard "
+                "final status: none, mlflow (tracker.uri, $MLFLOW_TRACKING_URI, or a local file store), tensorboard "
                 "(event files in the run directory), wandb (offline unless WANDB_MODE says otherwise)")
     uri: str | None = option(
-        None, "MLflow's tracking URI (http://host:5000, sqlite:///mlflow.db, file:/path); None = a file store, "
-              "mlruns/ in the directory fedmem runs from")
+        None, "MLflow's tracking URI (http://host:5000, sqlite:///mlflow.db, file:/path); None = $MLFLOW_TRACKING_URI "
+              "where it is set, else a file store, mlruns/ in the directory fedmem runs from")
     project: str = option("fedmem", "the MLflow experiment or W&B project of a run outside a sweep")
     group: str | None = option(
         None, "the runs' group: a W&B group, and the MLflow experiment <project>/<group>; a sweep (fedmem run -m) "

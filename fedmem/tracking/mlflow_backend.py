@@ -1,5 +1,6 @@
 """MLflow: one MLflow run per fedmem run, through ``MlflowClient`` by run id (no active-run state, so any process
-can continue it). The store is ``tracker.uri``, else a file store, ``mlruns/`` in the directory fedmem runs from:
+can continue it). The store is ``tracker.uri``, else ``$MLFLOW_TRACKING_URI`` (MLflow's own convention, which
+clusters and MLflow's docs set), else a file store, ``mlruns/`` in the directory fedmem runs from:
 jobs running side by side, on one machine or on a cluster's shared file system, each write their own run's
 folder, with no database to lock. MLflow keeps its file store in maintenance mode and asks for
 ``MLFLOW_ALLOW_FILE_STORE`` to use it; fedmem sets it for a ``file:`` store only."""
@@ -14,8 +15,8 @@ STATUS = {"finished": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
 
 
 def tracking_uri(uri: str | None) -> str:
-    """``tracker.uri``, or the default file store (an absolute ``file:`` URI)."""
-    return uri or (Path.cwd() / "mlruns").resolve().as_uri()
+    """``tracker.uri``, else ``$MLFLOW_TRACKING_URI``, else the default file store (an absolute ``file:`` URI)."""
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or (Path.cwd() / "mlruns").resolve().as_uri()
 
 
 class Backend:
