@@ -144,6 +144,11 @@ def test_a_real_2x2_sweep_gives_one_row_per_point_in_the_papers_order(audited):
             # one run: its own sampling interval where summary.json has one, else none (never a made-up one)
             expected = ("sampling95", own) if own else (None, [None, None])
             assert (cell["interval"], [cell["lo"], cell["hi"]]) == expected
+    import fedmem.api as fm  # the same tables as DataFrames, for a notebook
+
+    frame = fm.sweep_tables(audited)["decoding"]
+    assert list(frame["decoding"]) == ["top_k", "greedy", "top_k", "greedy"] and list(frame["n"]) == [1, 1, 1, 1]
+    assert frame["mr/intra"].tolist() == pytest.approx([r["figures"]["mr/intra"]["mean"] for r in decoding["rows"]])
     md = (audited / "sweep_report.md").read_text()
     assert "## Decoding (paper Table 3)" in md and "## Prefix length (paper Table 4)" in md and "Audit only" in md
     assert "| Prefix length | Decoding | n | MR_Intra | MR_Inter | MR_Intra − MR_Inter |" in md
