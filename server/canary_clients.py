@@ -1,5 +1,6 @@
 """The canary clients in Flower's round (docs/spec.md §10): which nodes serve them, their messages, their replies'
-share of the release. The rules are ``fedmem.federation.canary_clients``'; this file applies them to Flower's messages.
+share of the release. The rules are ``fedmem.federation.canary_clients``'; this file applies them to Flower's messages,
+``server_app.Recording`` runs them in the round, and ``fedmem.audit.canary_clients`` reads what the run keeps.
 
 A node's partition is known only to the node, so the server asks every node once (a ``query`` message the ClientApp
 answers with its partition id) before the first round. Flower's strategy then samples among the real clients' nodes

@@ -33,6 +33,10 @@ round's noise multiplier and the canaries' sampling rate. The accountant's budge
 - *above the mechanism*: the estimate's interval lies wholly above the mechanism's ε, so the release carries less
   noise than the configuration says, or the accounting is wrong: an alert on the console and the page;
 - otherwise the ratio estimate / mechanism ε, with its interval.
+
+The feature's other parts: the canary clients' rules (``fedmem.federation.canary_clients``), their messages and
+release in Flower's round (``server/canary_clients.py``, ``server/server_app.py``), what the run keeps of the release
+(``fedmem.experiment.archive``), and how the section reads (``fedmem.reports.views.canary_clients``).
 """
 
 from __future__ import annotations

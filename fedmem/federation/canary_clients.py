@@ -22,6 +22,9 @@ the canary releases are T rounds of the Gaussian mechanism with a client of norm
 accountant bounds; the real clients' figures (model, utility, every other audit, budget) are those of the run
 without canaries. Without DP a canary counts as a client of the round's mean weight, with the norm of the round's
 median real update (nothing clips it). They enter no per-client table, no participation count and no train metric.
+
+The feature's other parts: their messages and release in Flower's round (``server/canary_clients.py``), what the run
+keeps of the release (``fedmem.experiment.archive``), the estimate (``fedmem.audit.canary_clients``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How the canary clients' estimate reads: the inserted and unseen directions' statistics of the canary release's
 change (the rounds' releases with the canaries averaged in; the global model never has them), the Gaussians fitted
 to them and the ε between them, for the final model and for every round released, each beside the ε of the mechanism
-it estimates and the accountant's budget."""
+it estimates and the accountant's budget. The figures are ``fedmem.audit.canary_clients``'."""
 
 from __future__ import annotations
 
