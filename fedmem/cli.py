@@ -9,6 +9,7 @@
                                   ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
     fedmem data check [overrides] what the data gives MR before any training: its floor and its shared passages
+    fedmem model export F.gguf D  a local Hugging Face model directory from a GGUF file, for model.path=D
     fedmem run -v|-vv [...]       (run and audit) more of Flower's log: INFO, DEBUG (without: its warnings only)
 
 The config is composed by Hydra from the config tree shipped with the package (conf/), validated (every section
@@ -44,6 +45,7 @@ from fedmem.config import (
     register_schemas,
     write_config,
 )
+from fedmem.config.compose import override_problems
 from fedmem.experiment import lifecycle, sweeps
 from fedmem.reports.console import configure_logging, say_last
 from fedmem.reports.sweep import write_sweep_report
@@ -172,6 +174,15 @@ def _stop_on_ctrl_c() -> None:
 STOPPING = "fedmem: stopping (Ctrl-C again ends at once)\n"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler ending the job) during an audit: it ends as Ctrl-C does, its status written and its lock
+    released on the way out."""
+
+
+def _terminated(signum, frame) -> NoReturn:
+    raise Terminated
+
+
 def _drop(record: logging.LogRecord) -> bool:
     return False
 
@@ -228,10 +239,20 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _command(argv[0], argv[1:])
     except KeyboardInterrupt as e:
+        if isinstance(e, Terminated):
+            say_last("fedmem: stopped by SIGTERM (the audit's status.json says stopped)")
+            _exit_now(143)
         say_last(f"fedmem: {e if isinstance(e, lifecycle.RunStopped) else 'stopped'}")
         _exit_now(130)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _refuse_bad_overrides(overrides: list[str]) -> None:
+    """Every override Hydra would refuse, said at once in one line naming each key as typed (Hydra's own message
+    is a block, suggests ``+key=`` for a misspelt key, and stops at the first)."""
+    if problems := override_problems([o for o in overrides if not re.fullmatch(r"-v+|--verbose|-m|--multirun", o)]):
+        _fail("; ".join(problems))
 
 
 def _command(cmd: str, rest: list[str]) -> None:
@@ -247,11 +268,13 @@ def _command(cmd: str, rest: list[str]) -> None:
             print(f"fedmem: resuming {cfg.run_dir} after round {last}", flush=True)
             print(execute(cfg, last), flush=True)
     elif cmd == "run":
+        _refuse_bad_overrides(rest)
         _hydra_main(rest)
     elif cmd == "audit":
         from fedmem.experiment.reaudit import prepare_audit  # the model's loaders: for an audit, not for --help
 
         audit = _checked(prepare_audit, rest)
+        signal.signal(signal.SIGTERM, _terminated)  # a scheduler's end: the audit marked stopped, its lock released
         try:
             print(audit(), flush=True)
         except (ValueError, OSError) as e:  # the audit directory in use, or a write the disk refused
@@ -261,6 +284,7 @@ def _command(cmd: str, rest: list[str]) -> None:
                 _exit(f"audit failed: {fault}; once it can be written, run the audit again", 1)
             raise
     elif cmd == "resolve":
+        _refuse_bad_overrides(rest)
         try:
             d = compose_dict(rest)
             cfg = from_dict({**d, "run_dir": str(new_run_dir(d))})
@@ -272,11 +296,19 @@ def _command(cmd: str, rest: list[str]) -> None:
     elif cmd == "data" and rest[:1] == ["check"]:
         from fedmem.experiment.preflight import data_check
 
+        _refuse_bad_overrides(rest[1:])
         try:
             cfg = from_dict(compose_dict(rest[1:]))  # nothing is written: no run directory
             print(data_check(cfg), flush=True)
         except (ValueError, TypeError) as e:
             _fail(str(e))
+    elif cmd == "model" and rest[:1] == ["export"]:
+        if len(rest) != 3:
+            _fail("fedmem model export takes a GGUF file and a new directory: fedmem model export FILE.gguf DIR")
+        from fedmem.engine.model.gguf import export
+
+        # the conversion is cached where runs cache it (cache_dir: $FEDMEM_CACHE or .cache/fedmem)
+        print(_checked(export, rest[1], rest[2], compose_dict([])["cache_dir"]), flush=True)
     elif cmd == "sweep-report":
         if not rest:
             _fail("sweep-report needs the sweep directory")
