@@ -153,15 +153,27 @@ def make_synthetic(task, data, seed: int) -> FederatedData:
 
 def _ordinary_pools(data, seed: int, specialties: list[str], n_ordinary: list[int], seen: set[str]
                     ) -> tuple[list[list], list[list]]:
-    """(train pools, test pools) of ordinary samples, one per client."""
-    # train and test drawn separately so both hold every boilerplate
+    """(train pools, test pools) of ordinary samples, one per client: one pool of the client's texts, split at random
+    within its boilerplate and its other records (each split holds its share of boilerplate). Texts are unique (each
+    drawn again until it is new), so a text drawn later is less typical of the specialty than one drawn earlier:
+    drawing the training texts first and the held-out ones after them made the held-out arm of every comparison the
+    less typical one. Split at random, the arms are exchangeable."""
     train_pools, test_pools = [], []
     for c in range(data.num_clients):
-        rng = rng_for(seed, "client", c)
-        train_pools.append(_pool(rng, specialties[c], n_ordinary[c], data.generic_fraction,
-                                 data.num_boilerplates, seen, f"syn-c{c}-train"))
-        test_pools.append(_pool(rng, specialties[c], data.test_per_client, data.generic_fraction,
-                                data.num_boilerplates, seen, f"syn-c{c}-test"))
+        n_train, n_test = n_ordinary[c], data.test_per_client
+        rows = _pool(rng_for(seed, "client", c), specialties[c], n_train + n_test, data.generic_fraction,
+                     data.num_boilerplates, seen, f"syn-c{c}")
+        rng = rng_for(seed, "train-test", c)
+        generic, other = [r for r in rows if r[2]], [r for r in rows if not r[2]]
+        rng.shuffle(generic)
+        rng.shuffle(other)
+        g_train = round(n_train * data.generic_fraction)
+        train = generic[:g_train] + other[: n_train - g_train]
+        test = generic[g_train:] + other[n_train - g_train:]
+        rng.shuffle(train)
+        rng.shuffle(test)
+        train_pools.append(train)
+        test_pools.append(test)
     return train_pools, test_pools
 
 
