@@ -8,7 +8,11 @@ same weights and the same samples.
 from __future__ import annotations
 
 import functools
+import html
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -164,3 +168,15 @@ def wandb_items(items) -> dict:
     import json
 
     return {item.key or ".".join(item.nested_key): json.loads(item.value_json) for item in items}
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def rendered_text(page: Path) -> str:
+    """The DOM of ``page`` after a real headless browser loaded it, as text, with no network at all."""
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    body = out[out.index("<body"):]  # the page's text, not its style sheet
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))

@@ -183,6 +183,13 @@ def test_unreadable_path_is_one_clear_error(tmp_path):
         load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(tmp_path / "nope.jsonl")), seed=0)
 
 
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.csv", "rows.parquet"])
+def test_an_empty_file_is_named_as_empty(tmp_path, name):
+    (tmp_path / name).write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"^data.path '.*{name}': .*{name} is empty \(0 bytes\)$"):
+        load_federated(TaskConfig(name="qa"), DataConfig(source="hf", path=str(tmp_path / name)), seed=0)
+
+
 def test_hydra_overrides_reach_the_local_loader(tmp_path):
     """The command in conf/data/local.yaml, composed as the CLI does: column mapping and client column."""
     from fedmem.config.compose import compose_dict

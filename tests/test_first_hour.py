@@ -78,6 +78,21 @@ def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tic
     assert "audit.samples_per_client=" in chosen and "audit.mr.n=" in chosen
 
 
+def test_a_run_says_which_rows_it_dropped_in_its_plan_its_report_and_its_page(tickets, cache_dir, tmp_path):
+    run = tmp_path / "run"
+    out = _fedmem(cache_dir, "run", "data=local", f"data.path={tickets[0]}", "task=text", "data.columns={text:ticket}",
+                  "data.client_column=desk", "data.num_clients=3", "data.train_per_client=80",
+                  "data.test_per_client=16", "audit.size=auto", "strategy=centralized", "strategy.num_rounds=1",
+                  "audit.methods=[utility]", f"hydra.run.dir={run}", *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plan = next(x for x in (out.stdout + out.stderr).splitlines() if x.startswith("fedmem: 3 clients (train/test: "))
+    assert "; 90 of 450 rows dropped for an empty field (accounts 30, billing 30, network 30);" in plan
+    report = json.loads((run / "round_0" / "report.json").read_text())
+    assert {c["name"]: c["rows_dropped_empty"] for c in report["clients"]} == {d: 30 for d in DESKS}
+    page = (run / "report.md").read_text()
+    assert "**Data.** 90 rows dropped for an empty field before the split: " in page
+
+
 @pytest.mark.parametrize("args, line", [
     (["strategy.num_round=1"], "strategy.num_round is not a setting; did you mean strategy.num_rounds?"),
     (["data.path=/tmp/x.jsonl"], "data.path is not a setting of data=synthetic; path is a setting of data=hf and "

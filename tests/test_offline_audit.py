@@ -12,6 +12,7 @@ import pytest
 from fedmem.cli import main, run_experiment
 from fedmem.config.compose import compose_dict
 from tests.conftest import FAST
+from tests.helpers import CHROMIUM, rendered_text
 
 METHODS = ["audit.methods=[utility,mr,pa]", "audit.mr.detector.ner_workers=0"]
 # FAST without the synthetic source's own keys (a local source has none of them)
@@ -163,7 +164,8 @@ def test_external_model_and_adapter_on_local_data(tmp_path, capsys, monkeypatch,
     monkeypatch.chdir(tmp_path)
     main(["audit", f"model.path={model}", f"model.adapter={adapter}", "task=dialog", "data=local",
           f"data.path={data}", "data.columns={patient:text,doctor:reply}", "data.client_column=site",
-          *FAST_LOCAL, f"cache_dir={cache_dir}", *METHODS, "name=external"])
+          *FAST_LOCAL, f"cache_dir={cache_dir}", "audit.methods=[utility,mr,pa,one_run]",
+          "audit.mr.detector.ner_workers=0", "name=external"])
     out = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert out == Path("runs") / "external"
     report = json.loads((tmp_path / out / "round_0" / "report.json").read_text())
@@ -174,6 +176,25 @@ def test_external_model_and_adapter_on_local_data(tmp_path, capsys, monkeypatch,
     assert report["audit"]["mr"]["clients"] == [0, 1] and report["audit"]["pa"]["overall"]["audited"] == 12
     md = (tmp_path / out / "round_0" / "report.md").read_text()
     assert f"Audit only: model `{model}`" in md and "adapter" in md
+    assert md.startswith(f"# Audit of model `{model}` with adapter `{adapter}`, task dialog")
+    # the run page describes an audit of this model: what was audited and how, no training to describe or redo
+    page = (tmp_path / out / "report.md").read_text()
+    assert page.startswith(f"# fedmem audit: model `{model}`, adapter `{adapter}`, task dialog")
+    assert f"(sha256 {src['model_sha256'][:12]})" in page and f"(sha256 {src['adapter_sha256'][:12]})" in page
+    assert "fedmem's own seeded split of the data" in page  # where membership came from
+    assert "## What the audit finds" in page and "## The round's figures" in page
+    # a figure that does not apply gives its reason, and a comparison with no planted truth is not drawn
+    assert "**Record-level privacy audit in one run (audit canaries).** The data has no audit canaries" in page
+    assert "n/a" not in page and "Against the planted truth" not in md and "## Agreement between methods" in md
+    for trained_run in ("The answer at round", "fedmem run -m seed", "learning rate", "Run health", "FedAvg",
+                        "Mean train loss", "Over rounds"):
+        assert trained_run not in page, trained_run
+    if CHROMIUM:  # the page as a reader sees it
+        # the text without the space a removed code tag leaves before a comma or a bracket
+        text = " ".join(rendered_text(tmp_path / out / "report.html").split()).replace(" ,", ",").replace(" (", "(")
+        assert f"fedmem audit: model {model}, adapter {adapter}, task dialog" in text
+        assert "What the audit finds" in text and f"adapter {adapter}(sha256 {src['adapter_sha256'][:12]})" in text
+        assert "learning rate" not in text and "The answer at round" not in text
 
 
 def test_membership_comes_from_the_data_when_fedmem_did_not_train_the_model(tmp_path, capsys, monkeypatch, cache_dir):

@@ -182,6 +182,19 @@ def test_render_and_markdown(audited, tmp_path):
     assert "| members |" in md and "| nonmembers |" in md and "PEARL only" in md
 
 
+def test_a_tpr_below_the_held_out_fpr_reads_as_worse_than_chance(audited):
+    """The real section with its rates swapped where they are not already: the run page says the flags are worse
+    than chance, and says nothing of it where the TPR is at or above the FPR."""
+    method, _, section, _, _ = audited
+    h = section["headline"]
+    low, high = sorted([h["tpr"], h["fpr"]]) if h["tpr"] != h["fpr"] else (0.1, 0.3)
+    worse = {**section, "headline": {**h, "tpr": low, "fpr": high}}
+    better = {**section, "headline": {**h, "tpr": high, "fpr": low}}
+    view = view_for(method)
+    assert "worse than chance, the flags say nothing of memorization here" in view.summary(worse, worse)
+    assert "worse than chance" not in view.summary(better, better)
+
+
 def test_perturbations_are_fixed_per_run_and_scoring_is_deterministic(audited):
     method, audited, section, _, _ = audited
     again = PearlSensitivity(method.cfg, method.pool)

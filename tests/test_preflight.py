@@ -94,7 +94,7 @@ def test_preflight_summary_names_clients_sizes_and_audit_work(cache_dir):
     d = compose_dict([*FAST, f"cache_dir={cache_dir}", "audit.methods=[utility,mr,pa]"])
     summary = preflight(from_dict(d))
     assert "2 clients (train/test: cardiology 24/6, dermatology 24/6)" in summary
-    assert "1 rounds of fedavg" in summary and "(2 rounds audited)" in summary
+    assert "1 round of fedavg" in summary and "(2 rounds audited)" in summary
     # (audit.mr.n=6 + audit.mr.heldout=3) prefixes x 2 clients, each queried against both clients' indexes, top 10
     # and the next one (the own record left out), and typed against its own record
     assert ("mr: 18 generations (6 of them the held-out control) and one per planted canary, 36 index queries, up "

@@ -3,11 +3,8 @@ the JSON Schema, one key style, no training text in a redacted report, the run p
 rendered by a real headless browser."""
 
 import gzip
-import html
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from fedmem.config.experiment import from_dict
 from fedmem.data import load_federated
 from fedmem.reports.pages import REDACTED
 from tests.conftest import report_schema_errors
+from tests.helpers import CHROMIUM, rendered_text
 
 
 @pytest.fixture(scope="module")
@@ -107,18 +105,6 @@ def test_run_page_opens_with_the_answer(run_dir):
     for png in re.findall(r"\]\(([^)]+\.png)\)", md):
         assert (run_dir / png).stat().st_size > 0
     assert "panel_mr_0.png" in md and "panel_train.png" in md
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-def rendered_text(page: Path) -> str:
-    """The DOM of ``page`` after a real headless browser loaded it, as text, with no network at all."""
-    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    body = out[out.index("<body"):]  # the page's text, not its style sheet
-    return html.unescape(re.sub(r"<[^>]+>", " ", body))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (apt-get install chromium)")

@@ -250,6 +250,9 @@ def test_model_table_puts_tasks_side_by_side_like_table_13(base_config, tmp_path
     assert [r.split(" | ")[0] for r in rows] == ["| qwen2.5-0.5b", "| llama3.2-1b"]  # the paper's model order
     assert rows[0].startswith("| qwen2.5-0.5b | 2 | 7.50% [")  # jobs 6 and 7: (0.07 + 0.08) / 2
     assert "## Task" not in md  # the task nests the model table's columns
+    # each table opens with its one-line reading: the lowest and the highest row of its leading figures
+    assert ("In one line: MR_Intra from 1.50% (qa llama3.2-1b) to 7.50% (summarization qwen2.5-0.5b); "
+            "MR_Inter 0.00% in every row.") in md
 
 
 def test_cl_vs_fl_and_a_setting_swept_on_its_own(base_config, tmp_path):

@@ -101,6 +101,8 @@ def load_table(task, data, cache_dir: str | None = None, path: str | None = None
     path = path or data.path
     if path:
         files = local_files(path, key)
+        if empty := [f for f in files if os.path.getsize(f) == 0]:  # the parsers fail on them with no word of why
+            raise ValueError(f"{key} {path!r}: {empty[0]} is empty (0 bytes)")
         try:
             ds = datasets.load_dataset(_builder(files[0]), data_files=files, split="train", cache_dir=hf_cache)
         except Exception as e:  # datasets wraps the parser's error in a generic one: report the root cause

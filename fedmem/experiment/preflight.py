@@ -101,7 +101,8 @@ def preflight(cfg: ExperimentConfig) -> str:
     dropped = dropped_rows(data.ground_truth)
     return (f"{data.num_clients} clients (train/test: {clients}){f'; {dropped}' if dropped else ''}; public corpus "
             f"{len(data.public_corpus)} texts; "
-            f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} rounds of {cfg.strategy.name}; audit "
+            f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} round{'s' * (cfg.strategy.num_rounds != 1)} of "
+            f"{cfg.strategy.name}; audit "
             f"pool per client {len(pool.train[0])} train / {len(pool.test[0])} test samples; audit work per round "
             f"({cfg.strategy.num_rounds + 1} rounds audited): {cost}")
 

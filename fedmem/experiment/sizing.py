@@ -85,6 +85,11 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
     if common and suffixes:
         longest_name = max(suffixes, key=suffixes.get)
         client, have = _fewest(lengths["train"], suffixes[longest_name], caps["train"])
+        split = "train"
+        if caps["test"]:  # the held-out arm is drawn alike, as many samples of the same suffix length
+            held_client, held = _fewest(lengths["test"], suffixes[longest_name], caps["test"])
+            if held < have:
+                client, have, split = held_client, held, "held-out"
         drawn = {f"audit.{name}.{AUDIT_METHODS[name].size_key('train')}": (name, c) for name, c in configs.items()
                  if AUDIT_METHODS[name].audited_train(c, full) is not None and "train" in
                  AUDIT_METHODS[name].samples_needed(c)}
@@ -92,8 +97,9 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
         fits["audit.common_draw"] = min(common, fit)
         if common > fit:
             if have < common:
-                why = (f"client {client} has {have} train samples with {suffixes[longest_name]} suffix tokens "
-                       f"(audit.{longest_name}.suffix_len)")
+                why = (f"client {client} has {have} {split} samples with {suffixes[longest_name]} suffix tokens "
+                       f"(audit.{longest_name}.suffix_len)" + (", and the held-out arm is drawn alike"
+                                                               if split == "held-out" else ""))
             else:
                 key = min(drawn, key=lambda k: fits[k])
                 why = f"every method audits each client's common draw, and {key}={fits[key]} draws fewer"

@@ -457,6 +457,15 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
             "The full resolved configuration: [config.yaml](config.yaml).", ""]
 
 
+def _dropped(report: dict) -> str | None:
+    """One line on the rows of the data no client got (an empty field), per client; None when none was dropped."""
+    per = [(c["name"], c["rows_dropped_empty"]) for c in report.get("clients") or [] if c.get("rows_dropped_empty")]
+    if not per:
+        return None
+    return (f"**Data.** {sum(n for _, n in per)} rows dropped for an empty field before the split: "
+            + ", ".join(f"{name} {n}" for name, n in per) + ".")
+
+
 def _health(history: list[dict]) -> str:
     """One line on whether every round trained every sampled client and left a model that could be audited."""
     problems = []
@@ -513,6 +522,8 @@ def write_run_report(run_dir: Path, cfg, history: list[dict], methods: dict) -> 
             lines += [f"**Training.** Mean train loss over clients {loss[0][1]:.3f} (round {loss[0][0]}).", ""]
         if not external:
             lines += [_health(history), ""]
+        if dropped := _dropped(first):
+            lines += [dropped, ""]
         lines += ["## Over rounds" if len(rounds) > 1 else "## The round's figures", ""]
         panels = [(name, f"panel_{name}_{i}.png", p) for name, view in views.items()
                   for i, p in enumerate(view.panels)]
