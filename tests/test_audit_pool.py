@@ -53,6 +53,29 @@ def test_heldout_texts_that_are_training_text_are_dropped_and_counted(tok):
                         near_dedup, tok, 0)
 
 
+def test_what_no_draw_can_take_is_counted_by_reason_over_the_whole_split(tok):
+    """Every ordinary record of a split is either pooled (``all``) or counted once, by its one reason; with a draw of
+    fixed size the counts are the same: they describe the split, not how far a draw read into it."""
+    body = texts(9, seed=7)
+    train = [record("a", body[0]), record("a2", body[0]), record("a3", body[0]),  # one text, three times
+             record("b", body[1]), record("short", "Too short to audit."), record("pub", body[2]),
+             record("c", body[3]), record("k", body[4], {"canary": "k", "copies": 2}),
+             record("k2", body[4], {"canary": "k", "copies": 2})]  # the planted canary's copies: not ordinary
+    test = [record("h", body[5]), record("h2", body[5]), record("trained", body[1]), record("tiny", "Also short."),
+            record("h3", body[6])]
+    data = one_client(train, test, public=[body[2]])
+    task = TaskConfig(name="dialog")
+    every = build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client="all"),
+                             task, data, tok, 0)
+    assert every.left_out == {0: {"train": {"duplicate": 2, "trained_elsewhere": 1, "too_short": 1},
+                                  "test": {"duplicate": 1, "trained_elsewhere": 1, "too_short": 1}}}
+    ordinary = [s for s in every.train[0] if "canary" not in s.tags]
+    assert len(ordinary) + 4 == 7 and len(every.test[0]) + 3 == 5  # pooled + left out = the ordinary records
+    fixed = build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client=1, test_per_client=1), task, data,
+                             tok, 0)
+    assert fixed.left_out == every.left_out
+
+
 def test_canaries_are_pooled_beside_the_ordinary_draw_and_audited_apart(tok):
     body = texts(8, seed=6)
     train = [record(f"k{i}", t, {"canary": f"k{i}", "copies": 4}) for i, t in enumerate(body[:2])]

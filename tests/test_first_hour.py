@@ -25,12 +25,15 @@ DESKS = ("billing", "network", "accounts")
 
 @pytest.fixture(scope="module")
 def tickets(tmp_path_factory):
-    """(JSONL file, CSV file) of the same 450 rows: per desk 120 tickets of about 60 words and 30 empty ones."""
+    """(JSONL file, CSV file) of the same 471 rows: per desk 120 tickets of about 60 words, two more copies of its
+    first, five a few words long and 30 empty ones."""
     root = tmp_path_factory.mktemp("tickets")
     rows = []
     for d, desk in enumerate(DESKS):
         bodies = texts(120, seed=40 + d, n_sentences=10)
-        rows += [{"desk": desk, "ticket": body} for body in bodies] + [{"desk": desk, "ticket": ""}] * 30
+        rows += [{"desk": desk, "ticket": body} for body in [*bodies, bodies[0], bodies[0]]]
+        rows += [{"desk": desk, "ticket": f"The {desk} form {i} fails."} for i in range(5)]
+        rows += [{"desk": desk, "ticket": ""}] * 30
     jsonl, table = root / "tickets.jsonl", root / "tickets.csv"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with open(table, "w", newline="") as f:
@@ -66,7 +69,8 @@ def test_the_data_check_goes_through_with_the_values_it_prints(tickets, file, ca
         tried += advice
     assert out.returncode == 0, out.stderr[-2000:]
     assert len(tried) >= 4  # the split's two sizes, and audit sizes named together in one line
-    assert "90 of 450 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out.stdout
+    assert "90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out.stdout
+    assert re.search(r"\nLeft out of the audit pool \(no draw takes them\): accounts: train .*; billing: ", out.stdout)
 
 
 def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tickets, cache_dir):
@@ -86,11 +90,16 @@ def test_a_run_says_which_rows_it_dropped_in_its_plan_its_report_and_its_page(ti
                   "audit.methods=[utility]", f"hydra.run.dir={run}", *TINY)
     assert out.returncode == 0, out.stderr[-2000:]
     plan = next(x for x in (out.stdout + out.stderr).splitlines() if x.startswith("fedmem: 3 clients (train/test: "))
-    assert "; 90 of 450 rows dropped for an empty field (accounts 30, billing 30, network 30);" in plan
+    assert "; 90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30);" in plan
+    assert re.search(r"test samples \(left out, in all: train \d+ repeated, \d+ under \d+ tokens", plan), plan
     report = json.loads((run / "round_0" / "report.json").read_text())
     assert {c["name"]: c["rows_dropped_empty"] for c in report["clients"]} == {d: 30 for d in DESKS}
     page = (run / "report.md").read_text()
-    assert "**Data.** 90 rows dropped for an empty field before the split: " in page
+    assert "**Data.** 90 rows dropped for an empty field before the split: accounts 30, billing 30, network 30; " in page
+    left = [c["left_out"] for c in report["clients"]]
+    assert sum(c[split]["duplicate"] for c in left for split in c) > 0
+    assert sum(c[split]["too_short"] for c in left for split in c) > 0
+    assert re.search(r"training records no audit draw could take: \d+ repeated, \d+ too short", page)
 
 
 @pytest.mark.parametrize("args, line", [

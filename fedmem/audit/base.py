@@ -107,6 +107,8 @@ class AuditPool:
     train_elsewhere: dict[int, int] = field(default_factory=dict)
     # client -> {split: pooled samples whose suffix training cut at the trained length} (SPEC §6)
     cut_at_trained_length: dict[int, dict[str, int]] = field(default_factory=dict)
+    # client -> {split: {reason: records}}: what of a split no draw can take, by reason (``fedmem.audit.pool.left_out``)
+    left_out: dict[int, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     def prompt_context(self, prefix_ids) -> tuple[int, ...]:
         """A prefix in the audits' prompt context (the open user turn), for text that is not an audited sample's

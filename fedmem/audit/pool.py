@@ -116,6 +116,29 @@ def _pick(records, n: int | str, client: int, split: str, key: str, rng: random.
     return out
 
 
+def left_out(records, split: str, tokenizer, min_tokens: int, elsewhere: set[str]) -> dict[str, int]:
+    """What of one client split the audit pool never draws, by reason, over every record of the split (not only those
+    a draw reached): ``duplicate``, a repeat of a text earlier in the split; ``trained_elsewhere``, a text found in
+    training text beyond its record (the split's ``elsewhere``); ``too_short``, fewer than ``min_tokens`` tokens.
+    The privacy audit's own canaries and the planted ones are not ordinary samples and are not counted."""
+    seen, candidates, counts = set(), [], {"duplicate": 0, "trained_elsewhere": 0, "too_short": 0}
+    for r in records:
+        if AUDIT_CANARY in r.tags or (split == "train" and "canary" in r.tags):
+            continue
+        if r.mem_text in seen:
+            counts["duplicate"] += 1
+            continue
+        seen.add(r.mem_text)
+        if r.mem_text in elsewhere:
+            counts["trained_elsewhere"] += 1
+        else:
+            candidates.append(r.mem_text)
+    if candidates:
+        lengths = map(len, tokenizer(candidates, add_special_tokens=False)["input_ids"])
+        counts["too_short"] = sum(n < min_tokens for n in lengths)
+    return counts
+
+
 def build_audit_pool(audit: AuditConfig, task, data, tokenizer, seed: int, trained_len: int | None = None) -> AuditPool:
     """The run's fixed audit pool: per client the planted canaries and ``audit.samples_per_client`` ordinary train
     samples, and ``audit.test_per_client`` test samples that are not training text (SPEC §3b: a held-out text whose
@@ -171,6 +194,9 @@ def build_audit_pool(audit: AuditConfig, task, data, tokenizer, seed: int, train
         train_elsewhere={c: len(texts) for c, texts in train_elsewhere.items()},
         cut_at_trained_length={c: {split: sum(s.train_cut > 0 for s in drawn[c]) for split, drawn in pools.items()}
                                for c in train},
+        left_out={c: {"train": left_out(cs.train, "train", tokenizer, min_tokens, train_elsewhere[c]),
+                      "test": left_out(cs.test, "test", tokenizer, min_tokens, heldout_trained[c])}
+                  for c, cs in enumerate(data.clients)},
     )
 
 

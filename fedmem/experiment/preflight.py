@@ -10,6 +10,7 @@ import os
 import socket
 
 from fedmem.audit import AUDIT_METHODS
+from fedmem.audit.pool import MIN_SUFFIX_TOKENS
 from fedmem.config.experiment import ExperimentConfig, method_configs
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.console import say
@@ -98,13 +99,13 @@ def preflight(cfg: ExperimentConfig) -> str:
         str(c) for c in range(data.num_clients)]
     clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
     cost = "; ".join(f"{name}: {AUDIT_METHODS[name].round_cost(c, data.num_clients)}" for name, c in configs.items())
-    dropped = dropped_rows(data.ground_truth)
+    dropped, left = dropped_rows(data.ground_truth), left_out_text(pool)
+    rounds = cfg.strategy.num_rounds
     return (f"{data.num_clients} clients (train/test: {clients}){f'; {dropped}' if dropped else ''}; public corpus "
-            f"{len(data.public_corpus)} texts; "
-            f"model {cfg.model.name} ({where}); {cfg.strategy.num_rounds} round{'s' * (cfg.strategy.num_rounds != 1)} of "
-            f"{cfg.strategy.name}; audit "
-            f"pool per client {len(pool.train[0])} train / {len(pool.test[0])} test samples; audit work per round "
-            f"({cfg.strategy.num_rounds + 1} rounds audited): {cost}")
+            f"{len(data.public_corpus)} texts; model {cfg.model.name} ({where}); {rounds} round{'s' * (rounds != 1)} "
+            f"of {cfg.strategy.name}; audit pool per client {len(pool.train[0])} train / {len(pool.test[0])} test "
+            f"samples{f' (left out, in all: {left})' if left else ''}; audit work per round ({rounds + 1} rounds "
+            f"audited): {cost}")
 
 
 def dropped_rows(truth: dict) -> str | None:
@@ -118,6 +119,20 @@ def dropped_rows(truth: dict) -> str | None:
                      + (f" ({', '.join(f'{name} {n}' for name, n in per)})" if per else ""))
     if missing := truth.get("rows_in_no_client"):
         parts.append(f"{missing} rows in no client (beyond data.num_clients)")
+    return "; ".join(parts) or None
+
+
+def left_out_text(pool, clients=None) -> str | None:
+    """The records of ``clients`` (all by default) that no audit draw can take, by split and reason, summed over
+    them, in words; None when there are none."""
+    words = {"duplicate": "repeated", "too_short": f"under {pool.prefix_len + MIN_SUFFIX_TOKENS} tokens",
+             "trained_elsewhere": "training text elsewhere"}
+    parts = []
+    for split, name in (("train", "train"), ("test", "held-out")):
+        totals = {reason: sum(pool.left_out.get(c, {}).get(split, {}).get(reason, 0)
+                              for c in (pool.clients if clients is None else clients)) for reason in words}
+        if said := ", ".join(f"{n} {words[reason]}" for reason, n in totals.items() if n):
+            parts.append(f"{name} {said}")
     return "; ".join(parts) or None
 
 
@@ -139,6 +154,8 @@ def data_check(cfg: ExperimentConfig) -> str:
         head = (f"{len(pool.clients)} clients (train/test records: "
                 + ", ".join(f"{names[c]} {len(s.train)}/{len(s.test)}" for c, s in zip(pool.clients, data.clients))
                 + f"){f'; {dropped}' if dropped else ''}; public share {len(data.public_corpus)} texts")
-        return "\n".join([head, *view_for(mr).data_check_lines(mr.before_training())])
+        left = [f"{names[c]}: {text}" for c in pool.clients if (text := left_out_text(pool, [c]))]
+        left = ["Left out of the audit pool (no draw takes them): " + "; ".join(left)] if left else []
+        return "\n".join([head, *left, *view_for(mr).data_check_lines(mr.before_training())])
     finally:
         mr.close()

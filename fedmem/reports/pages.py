@@ -188,6 +188,7 @@ def client_table(run) -> list[dict]:
     return [{"id": c, "name": run.client_names[c], "train_size": run.train_sizes[c],
              "heldout_trained": run.heldout_trained.get(c, 0),
              "cut_at_trained_length": run.cut_at_trained_length.get(c, {}),
+             **({"left_out": run.left_out[c]} if c in run.left_out else {}),
              **({"rows_dropped_empty": empty[c]} if empty.get(c) is not None else {})} for c in run.clients]
 
 
@@ -457,13 +458,23 @@ def _configuration(cfg, source: dict, methods: dict) -> list[str]:
             "The full resolved configuration: [config.yaml](config.yaml).", ""]
 
 
+LEFT_OUT = {"duplicate": "repeated", "too_short": "too short for a prefix and 20 suffix tokens",
+            "trained_elsewhere": "training text elsewhere"}
+
+
 def _dropped(report: dict) -> str | None:
-    """One line on the rows of the data no client got (an empty field), per client; None when none was dropped."""
-    per = [(c["name"], c["rows_dropped_empty"]) for c in report.get("clients") or [] if c.get("rows_dropped_empty")]
-    if not per:
-        return None
-    return (f"**Data.** {sum(n for _, n in per)} rows dropped for an empty field before the split: "
-            + ", ".join(f"{name} {n}" for name, n in per) + ".")
+    """One line on the rows of the data no client got (an empty field), per client, and on the records no audit draw
+    could take, per split and reason; None when nothing was left out."""
+    clients = report.get("clients") or []
+    parts = []
+    if per := [(c["name"], c["rows_dropped_empty"]) for c in clients if c.get("rows_dropped_empty")]:
+        parts.append(f"{sum(n for _, n in per)} rows dropped for an empty field before the split: "
+                     + ", ".join(f"{name} {n}" for name, n in per))
+    for split, name in (("train", "training"), ("test", "held-out")):
+        totals = {r: sum((c.get("left_out") or {}).get(split, {}).get(r, 0) for c in clients) for r in LEFT_OUT}
+        if said := ", ".join(f"{n} {LEFT_OUT[r]}" for r, n in totals.items() if n):
+            parts.append(f"{name} records no audit draw could take: {said}")
+    return "**Data.** " + "; ".join(parts) + "." if parts else None
 
 
 def _health(history: list[dict]) -> str:
