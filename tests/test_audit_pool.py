@@ -8,7 +8,7 @@ from helpers import USER_TEMPLATE, texts, tiny_tokenizer
 
 from fedmem.audit.config import AuditConfig
 from fedmem.audit.mr import MemorizationRatio, MRConfig
-from fedmem.audit.pool import build_audit_pool, draw
+from fedmem.audit.pool import build_audit_pool, draw, place_common_draw
 from fedmem.data import ClientSplit, FederatedData, Record, TaskConfig
 from fedmem.engine.train import tokenize_examples
 
@@ -74,6 +74,35 @@ def test_what_no_draw_can_take_is_counted_by_reason_over_the_whole_split(tok):
     fixed = build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client=1, test_per_client=1), task, data,
                              tok, 0)
     assert fixed.left_out == every.left_out
+
+
+def test_mrs_two_arms_pass_one_selection_and_one_duplicate_rule(tok):
+    """SPEC §3b: a training text another client also trains on is drawn in neither client's training arm (as a
+    held-out text found in training is drawn in no held-out arm); after the common draw is placed, the first n of
+    each split's order, the samples MR's training arm and its control take, hold the same suffix length."""
+    long, short = texts(12, seed=8, n_sentences=8), texts(12, seed=9, n_sentences=3)
+    shared = long[0]
+    clients = [ClientSplit(train=[record(f"c{c}t{i}", t) for i, t in enumerate([shared, *long[1 + 3 * c:4 + 3 * c],
+                                                                                  *short[4 * c:4 * c + 4]])],
+                           test=[record(f"c{c}h{i}", t) for i, t in enumerate([*long[7 + 2 * c:9 + 2 * c],
+                                                                                *short[8 + 2 * c:10 + 2 * c]])])
+               for c in range(2)]
+    data = FederatedData(clients=clients, public_corpus=[], ground_truth={}, source="local")
+    pool = build_audit_pool(AuditConfig(prefix_len=PREFIX, samples_per_client="all", test_per_client="all"),
+                            TaskConfig(name="dialog"), data, tok, 0)
+    assert pool.train_elsewhere == {0: 1, 1: 1}
+    assert not any(s.tags["record_id"] == f"c{c}t0" for c in (0, 1) for s in pool.train[c])  # the shared text
+    lengths = sorted(s.trained_suffix_len for c in (0, 1) for s in pool.train[c] + pool.test[c])
+    min_suffix = lengths[len(lengths) // 2]  # a length half the samples fall short of
+    placed = place_common_draw(pool, 2, min_suffix)
+    mr = MemorizationRatio(MRConfig(n=2, heldout=2), placed)
+    try:
+        for c in (0, 1):
+            for arm in (mr.samples[c], mr.heldout[c]):
+                assert len(arm) == 2 and all(s.trained_suffix_len >= min_suffix for s in arm), arm
+            assert tuple(s.id for s in mr.samples[c]) == placed.common_draw[c]
+    finally:
+        mr.close()
 
 
 def test_canaries_are_pooled_beside_the_ordinary_draw_and_audited_apart(tok):

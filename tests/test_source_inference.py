@@ -84,6 +84,37 @@ def test_the_held_out_control_sits_at_chance_on_clients_of_one_distribution(fede
     assert h["excess"] == pytest.approx(h["accuracy"] - h["heldout_accuracy"]) and h["excess_ci95"][0] > 0
 
 
+def test_the_margin_excess_is_welchs_difference_of_the_records_own_client_leads(federation):
+    """Recomputed from the section's own samples: a record's margin is its own client's drop minus the largest other
+    drop; the excess is the training records' mean margin minus the held-out ones', with Welch's interval, which
+    (unlike the accuracy's excess) has no ceiling. Round 0's margins are all 0."""
+    from scipy import stats
+
+    round0, round1 = federation[4], federation[5]
+    margins = {"train": [], "test": []}
+    for s in round1["samples"]:
+        if s["drawn"]:
+            own = round1["updated"].index(s["client"])
+            margins[s["split"]].append(s["drops"][own] - max(v for k, v in enumerate(s["drops"]) if k != own))
+    train, held = np.array(margins["train"]), np.array(margins["test"])
+    assert len(train) == len(held) == N_CLIENTS * N  # the same number of records from every client, on both arms
+    h = round1["headline"]
+    assert h["margin_excess"] == pytest.approx(train.mean() - held.mean())
+    welch = stats.ttest_ind(train, held, equal_var=False).confidence_interval(0.95)
+    assert h["margin_excess_ci95"] == pytest.approx([welch.low, welch.high])
+    assert h["margin_excess_ci95"][0] > 0 and h["margin_excess_mde"] > 0  # trained records lead by more
+    assert round0["headline"]["margin_excess"] == 0.0 and round0["headline"]["margin_excess_ci95"] == [0.0, 0.0]
+
+
+def test_a_client_short_of_records_on_either_arm_is_refused_naming_the_n_that_works(federation):
+    pool = federation[0]
+    SourceInference.check_pool(SourceInferenceConfig(n=N, suffix_len=SUFFIX), pool)  # every client gives N
+    with pytest.raises(ValueError, match=rf"^audit.sia.n={N + 1}, but client \d+ has only {N} (train|held-out) "
+                                         rf"records with {SUFFIX} suffix tokens .*: set audit.sia.n={N} or lower "
+                                         r"audit.sia.suffix_len$"):
+        SourceInference.check_pool(SourceInferenceConfig(n=N + 1, suffix_len=SUFFIX), pool)
+
+
 def test_round_0_has_no_update_and_sits_exactly_at_chance(federation):
     _, _, _, method, round0, _, _ = federation
     h = round0["headline"]

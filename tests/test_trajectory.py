@@ -101,6 +101,9 @@ def test_round_0_has_no_trajectory_and_round_1_is_the_reference_attack(runs):
     assert TrajectoryMembership(CFG, runs["members"][0]).truth_rows(first) == []
     one = sections[1]
     assert [s["trajectory"] for s in one["samples"]] == [s["ref"] for s in one["samples"]]
+    # there the gain over the reference attack is 0 by construction: not reported until round 2, where it can differ
+    assert one["headline"]["gain_over_ref"] is None and "Round 1" in one["note"]
+    assert sections[2]["headline"]["gain_over_ref"] is not None
     assert one["rounds"] == [0, 1] and sections[ROUNDS]["rounds"] == list(range(ROUNDS + 1))
 
 
