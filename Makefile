@@ -14,7 +14,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # and every process (each Ray worker, each test's run) would compile its imports from source again.
 UV     := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
 
-.PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run study-kjv clean
+.PHONY: run test install install-dev system-deps system-deps-dev bench flwr-run study-kjv study-paper clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,20 @@ $(KJV)/kjv.jsonl: | $(BIN)/python
 
 study-kjv: install $(KJV)/kjv.jsonl
 	$(BIN)/fedmem run -m experiment=smollm2_kjv data.path=$(KJV)/kjv.jsonl $(ARGS)
+
+# The cross-client paper's questions on the same corpus (conf/experiment/smollm2_paper.yaml): four training runs, MR
+# alone over FedAvg's last round at the paper's prefix lengths and decoding methods, then the tables and trends.
+STUDY ?= runs/paper-study
+PAPER_RUN = $(BIN)/fedmem run experiment=smollm2_paper data.path=$(KJV)/kjv.jsonl $(ARGS)
+PAPER_AUDIT = $(BIN)/fedmem audit -m run=$(STUDY)/fedavg rounds=last 'audit.methods=[mr]' audit.size=auto
+study-paper: install $(KJV)/kjv.jsonl
+	$(PAPER_RUN) strategy=fedavg hydra.run.dir=$(STUDY)/fedavg
+	$(PAPER_RUN) strategy=fedprox strategy.proximal_mu=0.01 hydra.run.dir=$(STUDY)/fedprox-0.01
+	$(PAPER_RUN) strategy=fedprox strategy.proximal_mu=0.1 hydra.run.dir=$(STUDY)/fedprox-0.1
+	$(PAPER_RUN) strategy=centralized hydra.run.dir=$(STUDY)/centralized
+	$(PAPER_AUDIT) audit.prefix_len=10,30,50 name=prefix_len
+	$(PAPER_AUDIT) audit/decoding=temperature,top_k,top_p,greedy name=decoding
+	$(BIN)/fedmem study-report $(STUDY)
 
 clean:
 	rm -rf runs .cache .pytest_cache

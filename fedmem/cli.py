@@ -8,6 +8,7 @@
     fedmem resolve [overrides]    write the resolved config into a new run directory (its path is printed), for
                                   ``flwr run . --run-config "config-path='...'"``
     fedmem sweep-report DIR       (re)build the sweep tables of a finished sweep
+    fedmem study-report DIR       the paper's tables and trends of a study directory (make study-paper)
     fedmem data check [overrides] what the data gives MR before any training: its floor and its shared passages
     fedmem model export F.gguf D  a local Hugging Face model directory from a GGUF file, for model.path=D
     fedmem run -v|-vv [...]       (run and audit) more of Flower's log: INFO, DEBUG (without: its warnings only)
@@ -313,6 +314,12 @@ def _command(cmd: str, rest: list[str]) -> None:
         if not rest:
             _fail("sweep-report needs the sweep directory")
         print(write_sweep_report(Path(rest[0])))
+    elif cmd == "study-report":
+        if not rest or not Path(rest[0]).is_dir():
+            _fail("study-report needs the study directory (make study-paper writes one)")
+        from fedmem.reports.paper_study import write_study_report
+
+        print(write_study_report(Path(rest[0])))
     else:
         print(f"fedmem: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
         sys.exit(2)

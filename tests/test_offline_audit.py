@@ -50,6 +50,13 @@ def test_reaudit_with_the_runs_own_settings_reproduces_its_figures(trained, caps
         assert not (out / f"round_{r}" / "adapter").exists()  # the saved adapters stay where they are
 
 
+def test_rounds_last_audits_the_runs_last_saved_round_alone(trained, capsys):
+    main(["audit", f"run={trained}", "rounds=last", "audit.methods=[utility]", "name=last"])
+    out = trained / "audits" / "last"
+    assert sorted(p.name for p in out.glob("round_*")) == ["round_1"]
+    assert json.loads((out / "round_1" / "report.json").read_text())["round"] == 1
+
+
 def test_reaudit_with_a_new_prefix_length_trains_nothing(trained, capsys, monkeypatch):
     import fedmem.engine.train
     import fedmem.experiment.training

@@ -1,6 +1,7 @@
 """Audits without training: the saved rounds of a run under other audit settings, or a model fedmem did not train.
 
-    fedmem audit run=<run dir> [rounds=0,3] [name=<name>] [audit.* overrides, audit/<group>=<preset>, experiment=...]
+    fedmem audit run=<run dir> [rounds=0,3 | rounds=last] [name=<name>]
+                 [audit.* overrides, audit/<group>=<preset>, experiment=...]
     fedmem audit -m run=<run dir> audit.prefix_len=10,30,50,100 audit/decoding=top_k,top_p,temperature
     fedmem audit model.path=<HF model dir> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
     fedmem audit model.gguf_file=<file.gguf> [model.adapter=<peft adapter dir>] task=... data=local data.path=...
@@ -91,6 +92,8 @@ def _rounds(run: Path, spec: str | None) -> list[int]:
         raise ValueError(f"run={run}: no saved round_<r>/adapter to audit")
     if not spec:
         return _undamaged(run, saved, saved)
+    if spec == "last":  # the run's last saved round, whatever its number (a study's sweeps over its final model)
+        return _undamaged(run, saved[-1:], saved)
     try:
         wanted = [int(r) for r in spec.strip("[]").split(",") if r.strip()]
     except ValueError:
