@@ -130,7 +130,8 @@ def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained,
     with pytest.raises(SystemExit) as info:
         main(["audit", f"run={trained}", "audit.prefix_len=250", "name=too_long"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "audit.samples_per_client=6, but client 0's train split has only 0" in err
+    assert info.value.code == 2 and ("audit.samples_per_client=6: client 0 has no train text of at least "
+                                      "audit.prefix_len + 20 = 270 tokens") in err
     assert not (trained / "audits" / "too_long").exists()
 
 
@@ -138,7 +139,7 @@ def test_a_sweep_checks_every_jobs_sample_pool_before_the_first_job_runs(trained
     with pytest.raises(SystemExit) as info:
         main(["audit", "-m", f"run={trained}", "name=sweep_bad", "audit.methods=[utility,mr]",
               "audit.prefix_len=8,250"])
-    assert info.value.code == 2 and "distinct samples of at least 270 tokens" in capsys.readouterr().err
+    assert info.value.code == 2 and "at least audit.prefix_len + 20 = 270 tokens" in capsys.readouterr().err
     assert not (trained / "audits" / "sweep_bad").exists()
 
 
