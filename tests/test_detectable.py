@@ -7,7 +7,7 @@ import pytest
 
 from fedmem.audit.calibration import auc_from_ranks
 from fedmem.audit.intervals import detectable_auc, detectable_excess, excess_power, items_needed, newcombe, wilson
-from fedmem.audit.mia import bootstrap_auc_ci95, bootstrap_indices
+from fedmem.audit.membership import bootstrap_auc_ci95, bootstrap_indices
 
 
 def _simulated_excess_power(p0: float, d: float, n1: int, n0: int, draws: int = 4000) -> float:

@@ -229,3 +229,21 @@ def test_each_shared_helper_lives_once():
     found = {needle: {name for name, text in _sources("fedmem", "clients", "server", "bench", "tests")
                       if needle in text and name != "tests/test_layering.py"} for needle in homes}
     assert {k: v - homes[k] for k, v in found.items() if v - homes[k]} == {}
+
+
+def test_no_audit_method_imports_another():
+    """An audit method (a module of fedmem/audit, or a package of it, that registers one) uses the shared core
+    (fedmem.audit.membership, .calibration, .intervals, .pool, ...) and never another method: the parts two methods
+    share live once, in the core, and a method can be removed without breaking another."""
+    audit = ROOT / "fedmem" / "audit"
+
+    def unit(path: Path) -> str:  # a method's module, or its package
+        rel = path.relative_to(audit).parts
+        return "fedmem.audit." + (rel[0] if len(rel) > 1 else path.stem)
+
+    files = [p for p in audit.rglob("*.py") if p.parent != audit or p.stem != "__init__"]
+    methods = {unit(p) for p in files if "\n@register\n" in p.read_text()}
+    assert {"fedmem.audit.mia", "fedmem.audit.trajectory", "fedmem.audit.mr", "fedmem.audit.pearl"} <= methods
+    crossings = sorted((module_name(p), dep) for p in files for dep in imported_names(p)
+                       if unit(p) in methods and any(dep == m or dep.startswith(m + ".") for m in methods - {unit(p)}))
+    assert crossings == []

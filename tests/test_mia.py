@@ -15,15 +15,13 @@ import torch
 from helpers import make_run, make_sample, memorize, texts, tiny_model, tiny_tokenizer
 
 from fedmem.audit.base import AUDIT_METHODS, AuditedModel, build_method_config
-from fedmem.audit.calibration import roc_auc
+from fedmem.audit.calibration import calibrate_threshold, roc_auc
+from fedmem.audit.membership import FPRS, bootstrap_auc_ci95, bootstrap_indices, evaluate, mean_nll
 from fedmem.audit.mia import (
     ATTACKS,
     MembershipInference,
     MiaConfig,
-    bootstrap_auc_ci95,
-    evaluate,
     lowest_mean,
-    mean_nll,
     min_k_pp_tokens,
     reference_difference,
     statistics,
@@ -99,10 +97,42 @@ def test_tpr_at_an_fpr_uses_the_threshold_set_on_the_nonmembers():
     f = evaluate(members, nonmembers, None)
     assert f["threshold_at_5pct_fpr"] == 18.0 and f["fpr_at_5pct_threshold"] == pytest.approx(1 / 20)
     assert f["tpr_at_5pct_fpr"] == pytest.approx(3 / 4)
-    # 1% of 20 non-members is below one: met only at FPR 0, the threshold being the highest non-member score
+    # 1% and 0.1% of 20 non-members are below one: the FPR cannot resolve them, so no threshold and no TPR (a TPR at
+    # FPR 0 reported as the TPR at 1% would claim a resolution 20 non-members do not have)
+    assert f["fpr_resolution"] == pytest.approx(1 / 20) and f["unreachable_fprs"] == ["0p1pct", "1pct"]
+    assert f["tpr_at_1pct_fpr"] is None and f["tpr_at_0p1pct_fpr"] is None
+    # its threshold still decides (the truth rows): the highest non-member score, flagging none of them
     assert f["threshold_at_1pct_fpr"] == 19.0 and f["fpr_at_1pct_threshold"] == 0.0
-    assert f["tpr_at_1pct_fpr"] == pytest.approx(2 / 4)
     assert f["auc_ci95"] is None and evaluate(members, np.zeros(0), None)["auc"] is None
+
+
+def test_tpr_at_a_tenth_of_a_percent_fpr_needs_a_thousand_nonmembers():
+    nonmembers = np.arange(1000.0)  # 0.1% of 1000: one may be flagged, so the threshold is 998
+    members = np.array([998.5, 999.5, 10.0])
+    f = evaluate(members, nonmembers, None)
+    assert f["unreachable_fprs"] == [] and f["threshold_at_0p1pct_fpr"] == 998.0
+    assert f["fpr_at_0p1pct_threshold"] == pytest.approx(1 / 1000) and f["tpr_at_0p1pct_fpr"] == pytest.approx(2 / 3)
+    assert evaluate(members, nonmembers[:999], None)["unreachable_fprs"] == ["0p1pct"]
+
+
+def test_the_tpr_interval_sets_the_threshold_again_on_each_resample():
+    """The vectorized interval equals a loop that calibrates each resample's threshold on its own non-members; on the
+    identity resample it is the point estimate."""
+    rng = np.random.default_rng(0)
+    m, n = rng.normal(0.8, 1, 60), rng.normal(0, 1, 200)
+    idx = bootstrap_indices(m.size, n.size, np.random.default_rng(1), 300)
+    f = evaluate(m, n, idx)
+    for key, target in FPRS.items():
+        if target < 1 / n.size:
+            assert f[f"tpr_at_{key}_fpr_ci95"] is None
+            continue
+        looped = [np.mean(m[i] > calibrate_threshold(n[j], target)) for i, j in zip(*idx)]
+        assert f[f"tpr_at_{key}_fpr_ci95"] == pytest.approx(np.percentile(looped, [2.5, 97.5]).tolist())
+        lo, hi = f[f"tpr_at_{key}_fpr_ci95"]
+        assert lo < f[f"tpr_at_{key}_fpr"] < hi
+    identity = (np.arange(m.size)[None, :], np.arange(n.size)[None, :])
+    point = evaluate(m, n, identity)
+    assert point["tpr_at_5pct_fpr_ci95"] == pytest.approx([point["tpr_at_5pct_fpr"]] * 2)
 
 
 def test_short_suffixes_are_passed_over_and_canaries_kept_beside_the_draw():
@@ -176,7 +206,14 @@ def test_every_attack_separates_members_after_memorization(lora):
     assert (h["members"], h["nonmembers"]) == (N_CLIENTS * N, N_CLIENTS * N)
     for a in ATTACKS:
         assert h[f"{a}_auc_ci95"][0] > 0.5, (a, h[f"{a}_auc"], h[f"{a}_auc_ci95"])
-        assert h[f"{a}_tpr_at_5pct_fpr"] >= h[f"{a}_tpr_at_1pct_fpr"]
+        lo, hi = h[f"{a}_tpr_at_5pct_fpr_ci95"]
+        assert lo <= h[f"{a}_tpr_at_5pct_fpr"] <= hi
+        assert h[f"{a}_tpr_at_1pct_fpr"] is None  # 48 non-members resolve the FPR in steps of 2.1%, not 1%
+    assert "the 0.1% and 1% FPR targets are below one step" in trained["note"]
+    page = view_for(lora[3])
+    table = page.markdown(trained)
+    assert "TPR @ 0.1% FPR [95% CI] | TPR @ 1% FPR [95% CI] | TPR @ 5% FPR [95% CI]" in table
+    assert f"| n/a | n/a | {100 * h['loss_tpr_at_5pct_fpr']:.2f}% [" in table
     for v in trained["per_client"]:
         assert (v["members"], v["nonmembers"]) == (N, N) and all(v["attacks"][a]["auc"] > 0.5 for a in ATTACKS)
 
@@ -274,7 +311,7 @@ def test_without_adapters_the_base_reference_is_undefined():
     section = method.audit(AuditedModel(pool=run, round=0, model=tiny_model(tok)))
     assert section["headline"]["ref_auc"] is None and section["headline"]["ref_auc_ci95"] is None
     assert not section["attacks"]["ref"]["defined"] and "undefined" in section["note"]
-    assert "steps of 25.00%: the 1% and 5% FPR targets are met only at FPR 0" in section["note"]
+    assert "steps of 25.00%: the 0.1%, 1% and 5% FPR targets are below one step" in section["note"]
     assert all(s["ref"] is None for s in section["samples"]) and section["headline"]["loss_auc"] is not None
     assert section["seconds"]["reference_passes"] == 0
     assert method.truth_rows(section) == []  # decides nothing with an undefined attack

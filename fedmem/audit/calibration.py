@@ -32,7 +32,7 @@ def allowed_false_positives(n: int, target_fpr: float) -> int:
     return k - 1 if k / n > target_fpr else k
 
 
-def _order_threshold(sorted_scores: np.ndarray, target_fpr: float) -> np.ndarray:
+def order_threshold(sorted_scores: np.ndarray, target_fpr: float) -> np.ndarray:
     """The calibrated threshold of each row of ``sorted_scores`` (ascending along the last axis): the (K+1)-th
     largest score, K = allowed false positives. At most K scores lie strictly above it, and at least K + 1 above any
     smaller score, so no smaller threshold meets the target."""
@@ -50,7 +50,7 @@ def calibrate_threshold(nonmember_scores, target_fpr: float) -> float | None:
     non-members."""
     _check_target(target_fpr)
     s = np.sort(np.asarray(nonmember_scores, dtype=np.float64))
-    return float(_order_threshold(s, target_fpr)) if s.size else None
+    return float(order_threshold(s, target_fpr)) if s.size else None
 
 
 def split_halves(groups, rng: np.random.Generator) -> np.ndarray:
@@ -127,8 +127,8 @@ def bootstrap_tpr_ci95(member_scores, half_a_scores, half_b_scores, target_fpr: 
     def draw(x: np.ndarray) -> np.ndarray:
         return x[rng.integers(x.size, size=(resamples, x.size))]
 
-    alpha_a = _order_threshold(np.sort(draw(a), axis=1), target_fpr)
-    alpha_b = _order_threshold(np.sort(draw(b), axis=1), target_fpr)
+    alpha_a = order_threshold(np.sort(draw(a), axis=1), target_fpr)
+    alpha_b = order_threshold(np.sort(draw(b), axis=1), target_fpr)
     tprs = _mean_tpr(draw(m), alpha_a, alpha_b)
     return np.clip(np.percentile(tprs, [2.5, 97.5]), 0.0, 1.0).tolist()  # clip: interpolation rounding only
 

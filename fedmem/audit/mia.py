@@ -65,16 +65,25 @@ from fedmem.audit.base import (
     AuditedModel,
     AuditMethod,
     AuditPool,
-    AuditSample,
     Figure,
     register,
 )
-from fedmem.audit.calibration import auc_from_ranks, calibrate_threshold, roc_auc
 from fedmem.audit.intervals import detectable_auc
-from fedmem.audit.pool import draw_and_planted
-from fedmem.audit.training_context import ScoringContext, check_training_forms, context_option
+from fedmem.audit.membership import (
+    BOOTSTRAP_STREAM,
+    DECISION_FPR,
+    FPRS,
+    OnTheAttacksDraw,
+    attack_draw,
+    bootstrap_indices,
+    evaluate,
+    fpr_label,
+    mean_nll,
+    undefined_evaluation,
+    unreachable_note,
+)
+from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.common.fields import check_fields, option, positive
-from fedmem.common.fmt import pct
 from fedmem.common.stopwatch import Stopwatch
 
 if TYPE_CHECKING:
@@ -85,9 +94,6 @@ ATTACKS: tuple[str, ...] = typing.get_args(Attack)
 LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "Min-K%", "min_k_pp": "Min-K%++", "ref": "reference"}
 # +1: members score high on the statistic; -1: low (the membership score is the statistic times this)
 ORIENTATION = {"loss": -1, "zlib": -1, "min_k": 1, "min_k_pp": 1, "ref": -1}
-FPRS = {"1pct": 0.01, "5pct": 0.05}  # the FPR targets of the TPR figures, by key suffix
-DECISION_FPR = "5pct"  # the per-sample decisions (truth rows) use this threshold
-BOOTSTRAP_STREAM = 3  # a generator stream of the seed, apart from other methods' draws
 
 
 @dataclass
@@ -120,11 +126,6 @@ class MiaConfig:
 
 
 # ---------------------------------------------------------------- the attacks (pure functions of one suffix)
-
-
-def mean_nll(logp: np.ndarray) -> float:
-    """L(s): the mean token negative log-likelihood (natural log), LOSS's statistic."""
-    return float(-np.mean(logp))
 
 
 def zlib_bytes(text: str) -> int:
@@ -165,97 +166,7 @@ def statistics(stats: TokenStats, compressed: int, k: float, logp_ref: np.ndarra
     }
 
 
-# ---------------------------------------------------------------- evaluation: ROC AUC, its interval, TPR at low FPR
-
-
-def bootstrap_indices(n_members: int, n_nonmembers: int, rng: np.random.Generator, resamples: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Resampled positions [resamples, n] of the members and, separately, of the non-members (with replacement)."""
-    return (rng.integers(n_members, size=(resamples, n_members)),
-            rng.integers(n_nonmembers, size=(resamples, n_nonmembers)))
-
-
-def bootstrap_auc_ci95(members: np.ndarray, nonmembers: np.ndarray, idx_m: np.ndarray, idx_n: np.ndarray
-                       ) -> list[float]:
-    """Percentile 95% interval of the ROC AUC over the resamples ``idx_m``, ``idx_n`` (each row's AUC as
-    ``roc_auc`` computes it)."""
-    return np.percentile(auc_from_ranks(members[idx_m], nonmembers[idx_n]), [2.5, 97.5]).tolist()
-
-
-def evaluate(members: np.ndarray, nonmembers: np.ndarray, resampled: tuple[np.ndarray, np.ndarray] | None) -> dict:
-    """ROC AUC with its bootstrap interval, and per FPR target the threshold, the FPR it reaches on the
-    non-members and the TPR: None where the side they need is empty. Scores are membership scores (higher =
-    member)."""
-    out: dict = {"auc": roc_auc(members, nonmembers), "auc_ci95": None}
-    if out["auc"] is not None and resampled is not None:
-        out["auc_ci95"] = bootstrap_auc_ci95(members, nonmembers, *resampled)
-    for key, target in FPRS.items():
-        t = calibrate_threshold(nonmembers, target)
-        out[f"threshold_at_{key}_fpr"] = t
-        out[f"fpr_at_{key}_threshold"] = None if t is None else float(np.mean(nonmembers > t))
-        out[f"tpr_at_{key}_fpr"] = None if t is None or not members.size else float(np.mean(members > t))
-    return out
-
-
-def undefined_evaluation() -> dict:
-    """The figures of an attack that cannot be computed (no reference pass), all None."""
-    return {"auc": None, "auc_ci95": None, **{name: None for key in FPRS for name in (
-        f"threshold_at_{key}_fpr", f"fpr_at_{key}_threshold", f"tpr_at_{key}_fpr")}}
-
-
-# ---------------------------------------------------------------- which samples
-
-
-@dataclass(frozen=True)
-class AttackDraw:
-    """The attacks' samples, fixed per run: per client its draw of members (train) and then of non-members (test),
-    each followed by the planted canaries it did not take (scored for the ground truth only), and each sample's
-    scored pair (its context and its suffix cut to ``suffix_len``)."""
-
-    samples: list[AuditSample]
-    drawn: np.ndarray  # bool per sample: in the draw (False: a planted canary beside it)
-    is_member: np.ndarray  # bool per sample: a train sample
-    clients: np.ndarray  # each sample's client
-    short: dict[str, int]  # per split: samples passed over for a suffix shorter than suffix_len
-    pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]
-
-
-def attack_draw(pool: AuditPool, n: int, suffix_len: int, context: str, key: str) -> AttackDraw:
-    """The draw of ``n`` members and ``n`` non-members per client that the attacks score (``key``: the context
-    setting, named when the samples lack their training form)."""
-    samples, drawn, short = [], [], {"train": 0, "test": 0}
-    for split, pools in (("train", pool.train), ("test", pool.test)):
-        for c in pool.clients:
-            draw, planted, skipped = draw_and_planted(pools.get(c, []), n, suffix_len)
-            samples += draw + planted
-            drawn += [True] * len(draw) + [False] * len(planted)
-            short[split] += skipped
-    if context == "train":
-        check_training_forms(samples, key)
-    pairs = [(tuple(p), tuple(sfx[:suffix_len])) for p, sfx in (s.scored_in(context) for s in samples)]
-    return AttackDraw(samples, np.array(drawn, dtype=bool), np.array([s.split == "train" for s in samples], dtype=bool),
-                      np.array([s.client for s in samples]), short, pairs)
-
-
 # ---------------------------------------------------------------- the audit method
-
-
-class OnTheAttacksDraw:
-    """The samples a method drawn like the membership attacks audits (``n`` members and ``n`` non-members per client,
-    suffixes of ``suffix_len`` tokens): its share of the audit pool, declared once for every such method."""
-
-    @classmethod
-    def samples_needed(cls, cfg) -> dict[str, int]:
-        return {"train": cfg.n, "test": cfg.n}
-
-    @classmethod
-    def audited_train(cls, cfg, pool: AuditPool) -> set[str]:
-        return {s.id for c in pool.clients for part in draw_and_planted(pool.train[c], cfg.n, cfg.suffix_len)[:2]
-                for s in part}
-
-    @classmethod
-    def min_suffix(cls, cfg) -> int:
-        return cfg.suffix_len
 
 
 @register
@@ -268,7 +179,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
     # the LOSS attack is the baseline every other attack is read against: on the console and in the sweep tables
     figures = tuple(Figure(f"{a}_auc", f"{LABELS[a]} AUC", kind="score", console=a == "loss",
                            sweep="extra" if a == "loss" else None, mde=True, null=0.5) for a in ATTACKS) + tuple(
-        Figure(f"{a}_tpr_at_{key}_fpr", f"{LABELS[a]} TPR at {FPRS[key]:.0%} FPR", sweep=None)
+        Figure(f"{a}_tpr_at_{key}_fpr", f"{LABELS[a]} TPR at {fpr_label(key)} FPR", sweep=None)
         for a in ATTACKS for key in FPRS)
 
     @classmethod
@@ -376,7 +287,8 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             f = pooled["attacks"][a]
             headline |= {f"{a}_auc": f["auc"], f"{a}_auc_ci95": f["auc_ci95"],
                          f"{a}_auc_mde": None if detectable is None or f["auc"] is None else detectable - 0.5,
-                         **{f"{a}_tpr_at_{key}_fpr": f[f"tpr_at_{key}_fpr"] for key in FPRS}}
+                         **{f"{a}_tpr_at_{key}_fpr{ci}": f[f"tpr_at_{key}_fpr{ci}"] for key in FPRS
+                            for ci in ("", "_ci95")}}
         section = {
             "config": {**asdict(cfg), "seed": self.seed},
             "context": cfg.context,
@@ -392,12 +304,8 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             ],
         }
         notes = [self._reference_note] if not defined and self._reference_note else []
-        n_non = pooled["nonmembers"]
-        unreachable = [f"{100 * f:g}%" for f in FPRS.values() if n_non and f < 1 / n_non]
-        if unreachable:
-            notes.append(f"With {n_non} non-members the FPR moves in steps of {pct(1 / n_non)}: the "
-                         f"{' and '.join(unreachable)} FPR target{'s are' if len(unreachable) > 1 else ' is'} met only "
-                         "at FPR 0 (the threshold is the highest non-member score).")
+        if (unreachable := unreachable_note(pooled["nonmembers"])) is not None:
+            notes.append(unreachable)
         if notes:
             section["note"] = " ".join(notes)
         return section

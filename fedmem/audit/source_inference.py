@@ -17,7 +17,7 @@ log-likelihood of x's suffix (scored as the membership attacks score it: after i
 The global model's loss is the same for every k, so it never changes the guess (Hu et al. compare the local models'
 posteriors directly); it makes each drop readable on its own, and sets the records' margins below.
 
-**Records.** Each client's draw of the membership attacks (``fedmem.audit.mia.attack_draw``): its first ``n``
+**Records.** Each client's draw of the membership attacks (``fedmem.audit.membership.attack_draw``): its first ``n``
 ordinary train records of the pool's order with a long enough suffix, the planted canaries beside them (in rows of
 their own, never in a rate), and its first ``n`` held-out (test) records, which no client trained on. Every client
 gives exactly ``n`` on both arms (a configuration that cannot draw them is refused before the run, with the ``n``
@@ -54,7 +54,7 @@ import numpy as np
 
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, register
 from fedmem.audit.intervals import detectable_excess, mean_difference, newcombe, wilson
-from fedmem.audit.mia import OnTheAttacksDraw, attack_draw, mean_nll
+from fedmem.audit.membership import OnTheAttacksDraw, attack_draw, mean_nll
 from fedmem.audit.pool import draw_and_planted
 from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.audit.truth import canary_group, canary_group_order

@@ -7,7 +7,7 @@ The attacker sees the global model of every round, as every client that receives
 broadcasts it to), and asks whether a record was in some client's training data. Where the membership attacks
 (``fedmem.audit.mia``) read one round's model, this one reads the trajectory of the models' losses up to it.
 
-**Scores.** Every member and non-member of the membership attacks' draw (``fedmem.audit.mia.attack_draw``: the
+**Scores.** Every member and non-member of the membership attacks' draw (``fedmem.audit.membership.attack_draw``: the
 same samples as ``audit.mia`` under the same settings), L_t(x) the mean token negative log-likelihood of its suffix
 under round t's global model, for every round t = 0..r up to the audited round r. The rounds already audited give
 their scores from the method's memory; a round it has not seen (a resumed run, a re-audit of some rounds) is scored
@@ -47,7 +47,7 @@ import numpy as np
 from fedmem.audit.base import AuditedModel, AuditMethod, AuditPool, Figure, RoundNotKept, register
 from fedmem.audit.calibration import auc_from_ranks
 from fedmem.audit.intervals import detectable_auc
-from fedmem.audit.mia import (
+from fedmem.audit.membership import (
     BOOTSTRAP_STREAM,
     DECISION_FPR,
     FPRS,
@@ -55,8 +55,10 @@ from fedmem.audit.mia import (
     attack_draw,
     bootstrap_indices,
     evaluate,
+    fpr_label,
     mean_nll,
     undefined_evaluation,
+    unreachable_note,
 )
 from fedmem.audit.training_context import ScoringContext, context_option
 from fedmem.common.fields import check_fields, option, positive
@@ -111,7 +113,7 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
         Figure("gain_over_loss", "loss trajectory − LOSS AUC", kind="score", memorization=None, sweep=None),
         Figure("loss_auc", "LOSS AUC (same samples)", kind="score", sweep=None, mde=True, null=0.5),
         Figure("ref_auc", "reference AUC (same samples)", kind="score", sweep=None, mde=True, null=0.5),
-        *(Figure(f"trajectory_tpr_at_{key}_fpr", f"trajectory TPR at {FPRS[key]:.0%} FPR", sweep=None) for key in FPRS),
+        *(Figure(f"trajectory_tpr_at_{key}_fpr", f"trajectory TPR at {fpr_label(key)} FPR", sweep=None) for key in FPRS),
     )
 
     @classmethod
@@ -152,7 +154,8 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
         for a in ATTACKS:
             headline |= {f"{a}_auc": attacks[a]["auc"], f"{a}_auc_ci95": attacks[a]["auc_ci95"],
                          f"{a}_auc_mde": None if detectable is None or attacks[a]["auc"] is None else detectable - 0.5,
-                         **{f"{a}_tpr_at_{key}_fpr": attacks[a][f"tpr_at_{key}_fpr"] for key in FPRS}}
+                         **{f"{a}_tpr_at_{key}_fpr{ci}": attacks[a][f"tpr_at_{key}_fpr{ci}"] for key in FPRS
+                            for ci in ("", "_ci95")}}
         for other in ("ref", "loss"):
             gain = gain_ci = None
             # at round 1 the mean drop since round 0 is the reference attack's statistic itself: a gain over it is 0
@@ -181,6 +184,8 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
         elif r == 1:
             section["note"] = ("Round 1: the mean drop since round 0 is the reference attack's own statistic, so the "
                                "gains over the single-round attacks are reported from round 2 on.")
+        if losses and (unreachable := unreachable_note(headline["nonmembers"])) is not None:
+            section["note"] = " ".join(filter(None, (section.get("note"), unreachable)))
         return section
 
     def truth_rows(self, section: dict) -> list[dict]:

@@ -13,7 +13,8 @@ from typing import Any
 
 from fedmem.audit.base import AuditMethod, Figure
 from fedmem.common import registry
-from fedmem.common.fmt import figure_text
+from fedmem.audit.membership import FPRS, fpr_label
+from fedmem.common.fmt import figure_text, pct_ci
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,17 @@ def headline_text(figure: Figure, headline: dict[str, Any]) -> str:
     return figure_text(figure.kind, headline.get(figure.key), headline.get(figure.ci) if figure.ci else None,
                        headline.get(figure.of) if figure.of else None,
                        headline.get(figure.mde_key) if figure.mde else None, figure.null)
+
+
+def tpr_header() -> str:
+    """The TPR columns of a membership attack's table, one per FPR target (``fedmem.audit.membership.FPRS``)."""
+    return " | ".join(f"TPR @ {fpr_label(k)} FPR [95% CI]" for k in FPRS)
+
+
+def tpr_cells(evaluation: dict) -> str:
+    """One attack's TPR at each FPR target with its bootstrap interval; n/a where the target is below the FPR's
+    resolution (1 / non-members) or a side is empty."""
+    return " | ".join(pct_ci(evaluation[f"tpr_at_{k}_fpr"], evaluation.get(f"tpr_at_{k}_fpr_ci95")) for k in FPRS)
 
 
 class View:

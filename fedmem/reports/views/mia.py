@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from fedmem.audit.membership import FPRS
 from fedmem.audit.mia import ATTACKS, LABELS
 from fedmem.common.fmt import pct
-from fedmem.reports.views.base import Panel, View, register_view
+from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header
 
 
 @register_view("mia")
@@ -25,14 +26,14 @@ class MembershipInferenceView(View):
             f"{h['members']} members (train) against {h['nonmembers']} non-members (test), each scored on its first "
             f"{cfg['suffix_len']} suffix tokens after the prefix; Min-K% and Min-K%++ average the {cfg['k']:g}% "
             f"lowest tokens; reference: {cfg['reference']}. AUC intervals: percentile bootstrap "
-            f"({cfg['resamples']} resamples). TPR at an FPR: threshold set on the non-members (the ROC curve's point).",
+            f"({cfg['resamples']} resamples). TPR at an FPR: threshold set on the non-members (the ROC curve's point), "
+            "its interval with the threshold set again on each resample.",
             "",
-            "| attack | member when | ROC AUC [95% CI] | TPR @ 1% FPR | TPR @ 5% FPR |",
-            "|---|---|---|---|---|",
+            f"| attack | member when | ROC AUC [95% CI] | {tpr_header()} |",
+            "|---|---|---" + "|---" * len(FPRS) + "|",
         ]
         for a, f in section["attacks"].items():
-            lines.append(f"| {f['label']} | {f['member_when']} | {auc(f)} | {pct(f['tpr_at_1pct_fpr'])} | "
-                         f"{pct(f['tpr_at_5pct_fpr'])} |")
+            lines.append(f"| {f['label']} | {f['member_when']} | {auc(f)} | {tpr_cells(f)} |")
         names = self.pool.client_names
         lines += ["", "ROC AUC per client:", "",
                   "| client | members | non-members | " + " | ".join(LABELS[a] for a in ATTACKS) + " |",

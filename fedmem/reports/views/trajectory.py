@@ -3,9 +3,10 @@ single-round LOSS and reference attacks, and its gain over them."""
 
 from __future__ import annotations
 
+from fedmem.audit.membership import FPRS
 from fedmem.audit.trajectory import ATTACKS
 from fedmem.common.fmt import pct, score_ci
-from fedmem.reports.views.base import Panel, View, register_view
+from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header
 
 
 def verdict(gain: float | None, ci: list | None) -> str:
@@ -33,12 +34,11 @@ class TrajectoryView(View):
             "over the rounds since; beside it the same samples' LOSS at this round and its drop since round 0 (the "
             f"reference attack). AUC intervals: percentile bootstrap ({cfg['resamples']} resamples, the same for "
             "every attack); the gains' intervals pair the attacks on each resample.", "",
-            "| attack | ROC AUC [95% CI] | TPR @ 1% FPR | TPR @ 5% FPR |", "|---|---|---|---|",
+            f"| attack | ROC AUC [95% CI] | {tpr_header()} |", "|---|---" + "|---" * len(FPRS) + "|",
         ]
         for a in ATTACKS:
             f = section["attacks"][a]
-            lines.append(f"| {f['label']} | {score_ci(f['auc'], f['auc_ci95'])} | {pct(f['tpr_at_1pct_fpr'])} | "
-                         f"{pct(f['tpr_at_5pct_fpr'])} |")
+            lines.append(f"| {f['label']} | {score_ci(f['auc'], f['auc_ci95'])} | {tpr_cells(f)} |")
         for other, label in (("ref", "reference"), ("loss", "LOSS")):
             gain, ci = h[f"gain_over_{other}"], h[f"gain_over_{other}_ci95"]
             lines += ["", f"Trajectory − {label} AUC: {score_ci(gain, ci)} ({verdict(gain, ci)})."]
