@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from bench.staging import fedmem, fedmem_env
+from fedmem.cli import main
 from tests.helpers import texts
 
 # the tiny preset at the test-sized shapes (its tokenizer and prior are trained on the data's public share)
@@ -47,38 +48,49 @@ def _fedmem(cache_dir: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(fedmem(*args), env=fedmem_env(cache_dir), capture_output=True, text=True, timeout=600)
 
 
+def _check(capsys, cache_dir: str, *args: str) -> tuple[int, str, str]:
+    """``fedmem data check`` through the CLI's own entry in this process: its exit status, stdout and stderr (the
+    refusal loop calls it several times; a fresh interpreter each time would only add its imports)."""
+    try:
+        code = main(["data", "check", f"cache_dir={cache_dir}", *args]) or 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def _settings(line: str) -> list[str]:
     """The first value each problem of a refusal's line advises (``set KEY=VALUE [KEY=VALUE]``)."""
     return [kv for advice in re.findall(r"set ((?:[\w.]+=\w+ ?)+)", line) for kv in advice.split()]
 
 
 @pytest.mark.parametrize("file", [0, 1], ids=["jsonl", "csv"])
-def test_the_data_check_goes_through_with_the_values_it_prints(tickets, file, cache_dir):
+def test_the_data_check_goes_through_with_the_values_it_prints(tickets, file, cache_dir, capsys):
     data = ["data=local", f"data.path={tickets[file]}", "task=text", "data.columns={text:ticket}",
             "data.client_column=desk", "data.num_clients=3", *TINY]
     tried = []
     for _ in range(3):  # the data's sizes, then every audit size at once
-        out = _fedmem(cache_dir, "data", "check", *data, *tried)
-        if out.returncode == 0:
+        code, out, err = _check(capsys, cache_dir, *data, *tried)
+        if code == 0:
             break
-        assert out.returncode == 2, out.stderr[-2000:]
-        line = out.stderr.strip().splitlines()[-1]
-        assert line.startswith("fedmem: invalid configuration: ") and "Traceback" not in out.stderr, line
+        assert code == 2, err[-2000:]
+        line = err.strip().splitlines()[-1]
+        assert line.startswith("fedmem: invalid configuration: ") and "Traceback" not in err, line
         advice = _settings(line)
         assert advice, line
         tried += advice
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert code == 0, err[-2000:]
     assert len(tried) >= 4  # the split's two sizes, and audit sizes named together in one line
-    assert "90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out.stdout
-    assert re.search(r"\nLeft out of the audit pool \(no draw takes them\): accounts: train .*; billing: ", out.stdout)
+    assert "90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out
+    assert re.search(r"\nLeft out of the audit pool \(no draw takes them\): accounts: train .*; billing: ", out)
 
 
-def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tickets, cache_dir):
-    out = _fedmem(cache_dir, "data", "check", "data=local", f"data.path={tickets[0]}", "task=text",
-                  "data.columns={text:ticket}", "data.client_column=desk", "data.num_clients=3",
-                  "data.train_per_client=80", "data.test_per_client=16", "audit.size=auto", *TINY)
-    assert out.returncode == 0, out.stderr[-2000:]
-    chosen = next(x for x in out.stderr.splitlines() if x.startswith("fedmem: audit.size=auto: "))
+def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tickets, cache_dir, capsys):
+    code, _, err = _check(capsys, cache_dir, "data=local", f"data.path={tickets[0]}", "task=text",
+                          "data.columns={text:ticket}", "data.client_column=desk", "data.num_clients=3",
+                          "data.train_per_client=80", "data.test_per_client=16", "audit.size=auto", *TINY)
+    assert code == 0, err[-2000:]
+    chosen = next(x for x in err.splitlines() if x.startswith("fedmem: audit.size=auto: "))
     assert "audit.samples_per_client=" in chosen and "audit.mr.n=" in chosen
 
 
