@@ -16,7 +16,7 @@ from helpers import make_run, make_sample, memorize, texts, tiny_model, tiny_tok
 
 from fedmem.audit.base import AUDIT_METHODS, AuditedModel, build_method_config
 from fedmem.audit.calibration import calibrate_threshold, roc_auc
-from fedmem.audit.membership import FPRS, bootstrap_auc_ci95, bootstrap_indices, evaluate, mean_nll
+from fedmem.audit.membership import FPRS, blind_scores, bootstrap_auc_ci95, bootstrap_indices, evaluate, mean_nll
 from fedmem.audit.mia import (
     ATTACKS,
     MembershipInference,
@@ -33,6 +33,7 @@ from fedmem.common.io import to_jsonable
 from fedmem.engine.config import ModelConfig
 from fedmem.engine.model.load import wrap_lora
 from fedmem.engine.scoring import TokenStats, token_logprobs, token_stats
+from fedmem.reports.console import alert_lines
 from fedmem.reports.views import view_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -393,3 +394,48 @@ def test_a_pair_is_scored_once_per_round_whichever_method_asks(lora):
         hook.remove()
     assert rows == [len(members), len(others)] and audited.passes == {"token_stats": 2}
     assert np.array_equal(logp, [s.logp.sum() for s in stats[: len(members)]])
+
+
+# another source: tickets from a help desk, a vocabulary the helpers' sentences never use
+DESK = (["The router", "My invoice", "The login page", "Our printer"], ["fails", "keeps crashing", "shows an error",
+        "stopped working"], ["since the update", "every morning", "on the second floor", "after the reset"])
+
+
+def _tickets(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(" ".join(rng.choice(p) for p in DESK) + "." for _ in range(8)) for _ in range(n)]
+
+
+def test_the_blind_baseline_tells_a_split_by_source_apart_and_a_random_split_not():
+    """The text-only classifier, cross-validated, on members and non-members of one generator (a random split) and
+    on non-members from another source (a split by source, as a later collection would make)."""
+    members = texts(60, seed=300)
+    same = evaluate(*_sides(blind_scores(members + texts(60, seed=301), np.r_[[True] * 60, [False] * 60], 0)))
+    lo, hi = same["auc_ci95"]
+    assert lo < 0.5 < hi, same["auc_ci95"]
+    other = evaluate(*_sides(blind_scores(members + _tickets(60, seed=1), np.r_[[True] * 60, [False] * 60], 0)))
+    assert other["auc"] > 0.99 and other["auc_ci95"][0] > 0.9
+    assert blind_scores(members[:4] + texts(4, seed=301), np.r_[[True] * 4, [False] * 4], 0) is None  # < 5 folds
+
+
+def _sides(scores: np.ndarray, n: int = 60):
+    return scores[:n], scores[n:], bootstrap_indices(n, n, np.random.default_rng(0), 500)
+
+
+def test_the_audit_alerts_when_the_texts_alone_separate_its_split(lora):
+    """The method's blind baseline, read on the run's random split (no alert) and on the same run with each client's
+    non-members replaced by another source's texts: the alert on the console's line, on the page, and the
+    attacks read against it."""
+    run, _, model, method, _, trained = lora
+    h = trained["headline"]
+    assert h["blind_auc_ci95"][0] <= 0.5 and "alert" not in trained
+    tok = run.tokenizer
+    shifted = make_run(tok, n_clients=N_CLIENTS, n_train=N + 1, n_test=N, prefix_len=16, suffix_len=SUFFIX)
+    for c in shifted.clients:
+        shifted.test[c] = [make_sample(tok, t, c, "test", i, 16, SUFFIX) for i, t in enumerate(_tickets(N, seed=c))]
+    other = MembershipInference(method.cfg, shifted)
+    section = other.audit(AuditedModel(pool=shifted, round=1, model=model, batch_size=128))
+    assert section["headline"]["blind_auc_ci95"][0] > 0.5
+    assert section["alert"].startswith("members and non-members differ without the model: a text-only classifier")
+    assert alert_lines({"round": 1, "audit": {"mia": section}})[0].startswith("fedmem: round 1: ALERT mia: members")
+    assert "**Members and non-members differ without the model**" in view_for(other).markdown(section)

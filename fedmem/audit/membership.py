@@ -102,6 +102,29 @@ def undefined_evaluation() -> dict:
                                                         f"tpr_at_{key}_fpr", f"tpr_at_{key}_fpr_ci95")}}
 
 
+BLIND_FOLDS = 5
+
+
+def blind_scores(texts: list[str], is_member: np.ndarray, seed: int) -> np.ndarray | None:
+    """Out-of-fold membership scores of a classifier that never sees the model (the blind baseline of Das, Zhang and
+    Tramèr 2024): TF-IDF of word 1- and 2-grams and a logistic regression, fitted by stratified 5-fold
+    cross-validation on the same members and non-members, the vocabulary learnt inside each fold. Its AUC above 0.5
+    says the two sides differ as texts (a split by date or source), which an attack's AUC would measure too. None
+    when a side has fewer samples than folds."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+
+    y = np.asarray(is_member, dtype=int)
+    if min(int(y.sum()), int((1 - y).sum())) < BLIND_FOLDS:
+        return None
+    classifier = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                               LogisticRegression(max_iter=1000))
+    folds = StratifiedKFold(BLIND_FOLDS, shuffle=True, random_state=seed)
+    return cross_val_predict(classifier, list(texts), y, cv=folds, method="decision_function").astype(np.float64)
+
+
 @dataclass(frozen=True)
 class AttackDraw:
     """The attacks' samples, fixed per run: per client its draw of members (train) and then of non-members (test),

@@ -75,6 +75,7 @@ from fedmem.audit.membership import (
     FPRS,
     OnTheAttacksDraw,
     attack_draw,
+    blind_scores,
     bootstrap_indices,
     evaluate,
     fpr_label,
@@ -112,7 +113,10 @@ class MiaConfig:
     decide_with: Attack = option("loss", "the attack whose 5%-FPR threshold makes the per-sample decisions scored "
                                          "against the ground truth")
     resamples: int = option(1000, "bootstrap resamples of the ROC AUC's 95% interval")
-    seed: int | None = option(None, "seed of the bootstrap; null: the run's seed")
+    seed: int | None = option(None, "seed of the bootstrap and the blind baseline's folds; null: the run's seed")
+    blind: bool = option(True, "also fit the blind baseline: a text-only classifier of members against non-members "
+                               "(word n-grams, logistic regression, cross-validated) whose AUC says whether the split "
+                               "itself tells them apart, without the model")
     context: ScoringContext = context_option(
         "what each suffix is scored after")
 
@@ -180,7 +184,9 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
     figures = tuple(Figure(f"{a}_auc", f"{LABELS[a]} AUC", kind="score", console=a == "loss",
                            sweep="extra" if a == "loss" else None, mde=True, null=0.5) for a in ATTACKS) + tuple(
         Figure(f"{a}_tpr_at_{key}_fpr", f"{LABELS[a]} TPR at {fpr_label(key)} FPR", sweep=None)
-        for a in ATTACKS for key in FPRS)
+        for a in ATTACKS for key in FPRS) + (
+        Figure("blind_auc", "blind baseline AUC (texts only, no model)", kind="score", memorization=None, sweep=None,
+               mde=True, null=0.5),)
 
     @classmethod
     def round_cost(cls, cfg: MiaConfig, clients: int) -> str:
@@ -204,6 +210,16 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
         self.seed = pool.seed if cfg.seed is None else cfg.seed
         if cfg.reference != "base":
             self._check_reference_tokenizer()
+        # the blind baseline's out-of-fold scores of the draw (the canaries beside it are NaN): the texts do not change
+        # from round to round, so neither do they
+        self.blind = None
+        drawn = np.flatnonzero(self.drawn)
+        if cfg.blind and drawn.size:
+            scores = blind_scores([self.samples[i].prefix_text + self.samples[i].suffix_text for i in drawn],
+                                  self.is_member[drawn], self.seed)
+            if scores is not None:
+                self.blind = np.full(len(self.samples), np.nan)
+                self.blind[drawn] = scores
         self._reference: list[np.ndarray] | None = None  # the reference's token log-probabilities, once per run
         self._reference_note: str | None = None
         self._reference_done = False
@@ -275,6 +291,8 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
                 score = self._membership(rows, a) if rows else np.zeros(0)
                 figures[a] = evaluate(score[m], score[n], resampled)
             out[key] = {"members": int(m.sum()), "nonmembers": int(n.sum()), "attacks": figures}
+            if key == "all":
+                out[key]["blind"] = None if self.blind is None else evaluate(self.blind[m], self.blind[n], resampled)
         pooled = out.pop("all")
         return pooled, [{"client": c, **v} for c, v in out.items()]
 
@@ -289,10 +307,15 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
                          f"{a}_auc_mde": None if detectable is None or f["auc"] is None else detectable - 0.5,
                          **{f"{a}_tpr_at_{key}_fpr{ci}": f[f"tpr_at_{key}_fpr{ci}"] for key in FPRS
                             for ci in ("", "_ci95")}}
+        blind = pooled.pop("blind")
+        headline |= {"blind_auc": None if blind is None else blind["auc"],
+                     "blind_auc_ci95": None if blind is None else blind["auc_ci95"],
+                     "blind_auc_mde": None if detectable is None or blind is None else detectable - 0.5}
         section = {
             "config": {**asdict(cfg), "seed": self.seed},
             "context": cfg.context,
             "headline": headline,
+            "blind": blind,
             "attacks": {a: {"label": LABELS[a], "member_when": "high" if ORIENTATION[a] > 0 else "low",
                             "defined": a != "ref" or defined, **pooled["attacks"][a]} for a in ATTACKS},
             "per_client": per_client,
@@ -308,6 +331,11 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             notes.append(unreachable)
         if notes:
             section["note"] = " ".join(notes)
+        if blind is not None and blind["auc_ci95"] is not None and blind["auc_ci95"][0] > 0.5:
+            lo, hi = blind["auc_ci95"]
+            section["alert"] = (f"members and non-members differ without the model: a text-only classifier tells them "
+                                f"apart with AUC {blind['auc']:.3f} [{lo:.3f}, {hi:.3f}], so an attack's AUC is read "
+                                "against that, not against 0.5")
         return section
 
     # -- the ground truth and the reports

@@ -34,6 +34,14 @@ class MembershipInferenceView(View):
         ]
         for a, f in section["attacks"].items():
             lines.append(f"| {f['label']} | {f['member_when']} | {auc(f)} | {tpr_cells(f)} |")
+        blind = section.get("blind")
+        if blind is not None:
+            differs = blind["auc_ci95"] is not None and blind["auc_ci95"][0] > 0.5
+            lines += ["", f"Blind baseline (the texts alone, no model: word 1- and 2-grams and a logistic regression, "
+                          f"5-fold cross-validated on the same samples): ROC AUC {auc(blind)}. " + (
+                          "**Members and non-members differ without the model**: read each attack's AUC against "
+                          "this one, not against 0.5." if differs else
+                          "The split does not tell the texts apart at this n, so 0.5 is the attacks' chance.")]
         names = self.pool.client_names
         lines += ["", "ROC AUC per client:", "",
                   "| client | members | non-members | " + " | ".join(LABELS[a] for a in ATTACKS) + " |",
