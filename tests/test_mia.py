@@ -439,3 +439,12 @@ def test_the_audit_alerts_when_the_texts_alone_separate_its_split(lora):
     assert section["alert"].startswith("members and non-members differ without the model: a text-only classifier")
     assert alert_lines({"round": 1, "audit": {"mia": section}})[0].startswith("fedmem: round 1: ALERT mia: members")
     assert "**Members and non-members differ without the model**" in view_for(other).markdown(section)
+
+
+def test_the_round_page_draws_the_attacks_roc_on_log_log_axes(lora, tmp_path):
+    _, _, _, method, _, trained = lora
+    [(title, name)] = view_for(method).render(trained, str(tmp_path))
+    png = tmp_path / name
+    assert title == "Membership attacks: ROC on log-log axes" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    only_members = {**trained, "samples": [s for s in trained["samples"] if s["split"] == "train"]}
+    assert view_for(method).render(only_members, str(tmp_path / "none")) == []

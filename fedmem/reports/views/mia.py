@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from fedmem.audit.membership import FPRS
-from fedmem.audit.mia import ATTACKS, LABELS
+from fedmem.audit.mia import ATTACKS, LABELS, ORIENTATION
 from fedmem.common.fmt import pct
+from fedmem.common.io import pyplot, save_figure
 from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header
 
 
@@ -54,6 +59,38 @@ class MembershipInferenceView(View):
             lines += ["", f"Passed over for a suffix shorter than {cfg['suffix_len']} tokens: {skipped['train']} "
                           f"train and {skipped['test']} test samples."]
         return "\n".join(lines)
+
+    def render(self, section: dict, out_dir: str) -> list[tuple[str, str]]:
+        """The round's ROC curves on log-log axes, one per defined attack (Carlini et al. 2022: an attack is read at
+        low FPR, where a log scale shows it), over the draw's members and non-members; the FPR axis starts at the
+        smallest FPR the non-members resolve (1/n)."""
+        from sklearn.metrics import roc_curve
+
+        drawn = [s for s in section.get("samples", []) if s["drawn"]]
+        member = np.array([s["split"] == "train" for s in drawn], dtype=bool)
+        if not member.any() or member.all():
+            return []
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(4.2, 4.0), layout="constrained")
+        floor = 1 / int((~member).sum())
+        for a in ATTACKS:
+            values = [s[a] for s in drawn]
+            if not section["attacks"][a]["defined"] or any(v is None for v in values):
+                continue
+            fpr, tpr, _ = roc_curve(member, ORIENTATION[a] * np.array(values, dtype=np.float64))
+            keep = fpr > 0  # FPR 0 has no place on a log axis
+            ax.step(fpr[keep], tpr[keep], where="post", label=LABELS[a], linewidth=1.2)
+        grid = np.geomspace(floor, 1, 50)
+        ax.plot(grid, grid, color="grey", linestyle=":", linewidth=1, label="chance")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(floor, 1)
+        ax.set_ylim(floor, 1.05)
+        ax.set_xlabel("false-positive rate (non-members flagged)")
+        ax.set_ylabel("true-positive rate (members flagged)")
+        ax.legend(fontsize=7, loc="lower right")
+        return [("Membership attacks: ROC on log-log axes",
+                 save_figure(fig, os.path.join(out_dir, "mia_roc.png"), dpi=90))]
 
     def summary(self, first: dict, last: dict) -> str:
         h, f = last["headline"], first["headline"]
