@@ -3,6 +3,7 @@ and the audit method on a real tiny model whose LoRA adapters memorized the memb
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -23,6 +24,7 @@ from fedmem.audit.mia import (
     MiaConfig,
     lowest_mean,
     min_k_pp_tokens,
+    recall_ratio,
     reference_difference,
     statistics,
     zlib_bytes,
@@ -82,6 +84,18 @@ def test_reference_attack_is_the_difference_of_mean_losses():
     row = statistics(stats, 10, 50, ref)
     assert row["ref"] == pytest.approx(reference_difference(target, ref))
     assert statistics(stats, 10, 50, None)["ref"] is None
+
+
+def test_recall_is_the_prefixed_log_likelihood_over_the_plain_one():
+    """ReCaLL's LL(s | P, p) / LL(s | p), with LL the mean token log-likelihood: above 1 where the non-member prefix
+    lowers the likelihood, as it does more for a member."""
+    plain, prefixed = np.log([0.5, 0.25]), np.log([0.25, 0.125])
+    assert recall_ratio(plain, prefixed) == pytest.approx((math.log(0.25) + math.log(0.125)) /
+                                                          (math.log(0.5) + math.log(0.25)))
+    assert recall_ratio(plain, prefixed) > 1 and recall_ratio(plain, plain) == pytest.approx(1.0)
+    stats = TokenStats(plain, np.array([-1.0, -1.0]), np.array([1.0, 1.0]))
+    assert statistics(stats, 10, 50, None, prefixed)["recall"] == pytest.approx(recall_ratio(plain, prefixed))
+    assert statistics(stats, 10, 50, None)["recall"] is None
 
 
 def test_bootstrap_auc_equals_roc_auc_on_the_identity_resample_ties_included():
@@ -183,6 +197,8 @@ def lora(one_torch_thread, tmp_path_factory):
     is first trained on other texts of the same generator (its prior), then its adapters memorize the members."""
     tok = tiny_tokenizer()
     run = make_run(tok, n_clients=N_CLIENTS, n_train=N + 1, n_test=N, prefix_len=16, suffix_len=SUFFIX)
+    # the public corpus ReCaLL draws its non-member prefix from: the generator's texts under a seed of its own
+    run = dataclasses.replace(run, public_texts=tuple(texts(20, seed=950)))
     # the prior: texts of the same generator under another seed than the audited ones (make_run's are 100+ and 200+)
     public = [make_sample(tok, t, 0, "train", i, 16, SUFFIX) for i, t in enumerate(texts(2 * N_CLIENTS * N, 900))]
     base = tiny_model(tok)
@@ -272,15 +288,15 @@ def test_one_target_pass_per_round_and_the_reference_once_per_run(lora):
         # every pair in one batch; on the model itself, whose forward calls the hook counts (not a merged copy)
         first = AuditedModel(pool=run, round=1, model=model, batch_size=256, merge_adapter=False)
         s1 = method.audit(first)
-        assert len(calls) == 2  # the target's pass and the base's (adapters disabled)
-        assert first.passes == {"token_stats": 1, "base_logprobs": 1}  # both through the audited model
-        assert (s1["seconds"]["target_passes"], s1["seconds"]["reference_passes"]) == (1, 1)
-        again = method.audit(first)  # the round context memoises the target's pass
-        assert len(calls) == 2 and again["seconds"]["target_passes"] == 0
+        assert len(calls) == 3  # the target's pass, ReCaLL's prefixed pass and the base's (adapters disabled)
+        assert first.passes == {"token_stats": 2, "base_logprobs": 1}  # all through the audited model
+        assert [s1["seconds"][k] for k in ("target_passes", "recall_passes", "reference_passes")] == [1, 1, 1]
+        again = method.audit(first)  # the round context memoises the target's passes
+        assert len(calls) == 3 and again["seconds"]["target_passes"] == again["seconds"]["recall_passes"] == 0
         second = AuditedModel(pool=run, round=2, model=model, batch_size=256, merge_adapter=False)
         s2 = method.audit(second)
-        assert len(calls) == 3 and second.passes == {"token_stats": 1}  # the reference pass is reused
-        assert (s2["seconds"]["target_passes"], s2["seconds"]["reference_passes"]) == (1, 0)
+        assert len(calls) == 5 and second.passes == {"token_stats": 2}  # the reference pass is reused
+        assert [s2["seconds"][k] for k in ("target_passes", "recall_passes", "reference_passes")] == [1, 1, 0]
         assert [s["ref"] for s in s2["samples"]] == [s["ref"] for s in s1["samples"]]
     finally:
         hook.remove()
@@ -334,7 +350,7 @@ def test_the_composed_config_holds_the_dataclass_defaults():
     ({"k": 0}, "audit.mia.k is a percentage"),
     ({"k": 101}, "audit.mia.k is a percentage"),
     ({"suffix_len": 0}, "audit.mia.suffix_len must be >= 1"),
-    ({"decide_with": "gfd"}, "audit.mia.decide_with must be one of loss, zlib, min_k, min_k_pp, ref"),
+    ({"decide_with": "gfd"}, "audit.mia.decide_with must be one of loss, zlib, min_k, min_k_pp, ref, recall"),
     ({"reference": " "}, "audit.mia.reference must be base or a model directory"),
     ({"refrence": "base"}, "unknown option(s) ['refrence']"),
 ])

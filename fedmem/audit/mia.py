@@ -32,19 +32,30 @@ log-likelihood over the T suffix tokens, each attack as its paper defines it:
   target itself, and the attack is reported as undefined (None). ``reference: <dir>`` loads a local Hugging Face
   model sharing the audited model's tokenizer. The reference never changes during a run, so its pass runs once per
   run and is kept on the method.
+- ``recall`` (Xie et al. 2024, "ReCaLL: Membership Inference via Relative Conditional Log-likelihoods"): the ratio
+  LL(s | P, p) / LL(s | p) of the suffix's mean token log-likelihood with a non-member prefix P put before its context
+  to the same without it; member when high: a member's likelihood drops more when something the model never trained
+  on comes first. P is ``recall_shots`` texts of the data source's public corpus (text no client trains on), drawn
+  once per run from the seed and joined, cut to ``recall_prefix_tokens`` tokens. One more teacher-forced pass per
+  round over the same pairs with P in front; without a public corpus the attack is reported as undefined (None).
 
 "The k% lowest" are the floor(k/100 T) lowest tokens, at least one (the papers' code).
 
-All attacks share ONE teacher-forced pass of the audited model per round (``AuditedModel.token_stats``: the token
+All attacks but ReCaLL share ONE teacher-forced pass of the audited model per round (``AuditedModel.token_stats``: the token
 log-probabilities and Min-K%++'s mu_t and sigma_t from the same logits). The per-sample scores are the statistics
 above; each attack's membership score is the statistic, negated where members score low, so that a higher
 membership score means "member" everywhere below.
 
-Per attack, pooled over clients and per client: ROC AUC with a 95% percentile-bootstrap interval (members and
-non-members resampled separately, seeded; the same resamples for every attack, so their intervals are comparable),
-and the TPR at 1% and 5% FPR: the threshold is the smallest membership score flagging at most that share of the
-non-members (set on them: the ROC curve's point, as the papers report it). With n non-members the FPR moves in
-steps of 1/n, so a target below 1/n is met only at FPR 0, the threshold being the highest non-member score.
+Per attack, pooled over clients and per client, as ``fedmem.audit.membership`` reads every membership attack: ROC
+AUC with a 95% percentile-bootstrap interval (members and non-members resampled separately, seeded; the same
+resamples for every attack, so their intervals are comparable), and the TPR at 0.1%, 1% and 5% FPR with theirs: the
+threshold is the smallest membership score flagging at most that share of the non-members (set on them: the ROC
+curve's point, as the papers report it). With n non-members the FPR moves in steps of 1/n, so a target below 1/n
+has no TPR (unreachable, said in the section's note).
+
+Beside the attacks, the blind baseline (Das, Zhang and Tramèr 2024): a classifier of the same members and
+non-members that sees only their texts (``membership.blind_scores``). Its AUC above 0.5 means the split itself tells
+the two sides apart, so the attacks' AUC is read against it (the section's ``alert``); it is fitted once per run.
 
 The rates are over a draw of each client's pool, canaries aside (planted, repeated secrets would make the members
 look more memorized than a random training sample); on the synthetic source the planted canaries are scored in the
@@ -90,11 +101,13 @@ from fedmem.common.stopwatch import Stopwatch
 if TYPE_CHECKING:
     from fedmem.engine.scoring import TokenStats
 
-Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref"]
+Attack = Literal["loss", "zlib", "min_k", "min_k_pp", "ref", "recall"]
 ATTACKS: tuple[str, ...] = typing.get_args(Attack)
-LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "Min-K%", "min_k_pp": "Min-K%++", "ref": "reference"}
+LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "Min-K%", "min_k_pp": "Min-K%++", "ref": "reference",
+          "recall": "ReCaLL"}
 # +1: members score high on the statistic; -1: low (the membership score is the statistic times this)
-ORIENTATION = {"loss": -1, "zlib": -1, "min_k": 1, "min_k_pp": 1, "ref": -1}
+ORIENTATION = {"loss": -1, "zlib": -1, "min_k": 1, "min_k_pp": 1, "ref": -1, "recall": 1}
+RECALL_STREAM = 4  # a generator stream of the seed for ReCaLL's choice of public texts
 
 
 @dataclass
@@ -112,6 +125,9 @@ class MiaConfig:
                 "weights every client starts from) or a local Hugging Face model directory with the same tokenizer")
     decide_with: Attack = option("loss", "the attack whose 5%-FPR threshold makes the per-sample decisions scored "
                                          "against the ground truth")
+    recall_shots: int = option(3, "ReCaLL: public-corpus texts joined into the non-member prefix put before each "
+                                  "scored context")
+    recall_prefix_tokens: int = option(64, "ReCaLL: the non-member prefix cut to this many tokens")
     resamples: int = option(1000, "bootstrap resamples of the ROC AUC's 95% interval")
     seed: int | None = option(None, "seed of the bootstrap and the blind baseline's folds; null: the run's seed")
     blind: bool = option(True, "also fit the blind baseline: a text-only classifier of members against non-members "
@@ -122,7 +138,7 @@ class MiaConfig:
 
     def __post_init__(self):
         check_fields(self, "audit.mia")
-        positive(self, "audit.mia", "n", "suffix_len", "resamples")
+        positive(self, "audit.mia", "n", "suffix_len", "resamples", "recall_shots", "recall_prefix_tokens")
         if not 0 < self.k <= 100:
             raise ValueError(f"audit.mia.k is a percentage and must be in (0, 100], got {self.k}")
         if not self.reference.strip():
@@ -159,14 +175,23 @@ def reference_difference(logp: np.ndarray, logp_ref: np.ndarray) -> float:
     return mean_nll(logp) - mean_nll(logp_ref)
 
 
-def statistics(stats: TokenStats, compressed: int, k: float, logp_ref: np.ndarray | None) -> dict[str, float | None]:
-    """Every attack's statistic for one suffix; ``ref`` is None without a reference pass."""
+def recall_ratio(logp: np.ndarray, logp_prefixed: np.ndarray) -> float:
+    """LL(s | P, p) / LL(s | p): the mean token log-likelihood with the non-member prefix P in front over the same
+    without it (both negative, so the ratio is above 1 where P lowers the likelihood)."""
+    return float(np.mean(logp_prefixed) / np.mean(logp))
+
+
+def statistics(stats: TokenStats, compressed: int, k: float, logp_ref: np.ndarray | None,
+               logp_prefixed: np.ndarray | None = None) -> dict[str, float | None]:
+    """Every attack's statistic for one suffix; ``ref`` is None without a reference pass, ``recall`` without the
+    prefixed pass."""
     return {
         "loss": mean_nll(stats.logp),
         "zlib": zlib_ratio(stats.logp, compressed),
         "min_k": lowest_mean(stats.logp, k),
         "min_k_pp": lowest_mean(min_k_pp_tokens(stats.logp, stats.mu, stats.sigma), k),
         "ref": None if logp_ref is None else reference_difference(stats.logp, logp_ref),
+        "recall": None if logp_prefixed is None else recall_ratio(stats.logp, logp_prefixed),
     }
 
 
@@ -178,7 +203,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
     name = "mia"
     compares_members = True  # members against non-members of the same clients
     Config = MiaConfig
-    title = "Membership inference (LOSS, zlib, Min-K%, Min-K%++, reference)"
+    title = "Membership inference (LOSS, zlib, Min-K%, Min-K%++, reference, ReCaLL)"
     size_keys = ("n",)
     # the LOSS attack is the baseline every other attack is read against: on the console and in the sweep tables
     figures = tuple(Figure(f"{a}_auc", f"{LABELS[a]} AUC", kind="score", console=a == "loss",
@@ -190,8 +215,9 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
 
     @classmethod
     def round_cost(cls, cfg: MiaConfig, clients: int) -> str:
-        return (f"one teacher-forced pass over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens; the "
-                f"reference model's pass once per run")
+        return (f"one teacher-forced pass over up to {2 * cfg.n * clients} suffixes of {cfg.suffix_len} tokens, and "
+                f"one more with ReCaLL's {cfg.recall_prefix_tokens}-token prefix in front; the reference model's pass "
+                "once per run")
 
     @classmethod
     def preflight(cls, cfg: MiaConfig) -> None:
@@ -220,9 +246,22 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             if scores is not None:
                 self.blind = np.full(len(self.samples), np.nan)
                 self.blind[drawn] = scores
+        self.prefixed_pairs, self._recall_note = self._recall_pairs(pool)
         self._reference: list[np.ndarray] | None = None  # the reference's token log-probabilities, once per run
         self._reference_note: str | None = None
         self._reference_done = False
+
+    def _recall_pairs(self, pool: AuditPool) -> tuple[list | None, str | None]:
+        """ReCaLL's pairs, the non-member prefix P before each context (drawn once per run), or (None, why not)."""
+        if not pool.public_texts:
+            return None, ("ReCaLL is undefined: the data source has no public corpus to draw its non-member prefix "
+                          "from.")
+        rng = np.random.default_rng([self.seed, RECALL_STREAM])
+        chosen = rng.choice(len(pool.public_texts), size=min(self.cfg.recall_shots, len(pool.public_texts)),
+                            replace=False)
+        text = "\n\n".join(pool.public_texts[i] for i in sorted(chosen))
+        prefix = tuple(pool.tokenizer(text, add_special_tokens=False)["input_ids"][: self.cfg.recall_prefix_tokens])
+        return [(prefix + ctx, sfx) for ctx, sfx in self.pairs], None
 
     def _check_reference_tokenizer(self) -> None:
         """A reference model scores the same token ids only with the same vocabulary: checked now, before
@@ -259,20 +298,25 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
         clock.lap("target_pass", 4)
         reference, reference_passes = self._reference_pass(audited) if self.pairs else (None, 0)
         clock.lap("reference_pass", 4)
-        rows = [statistics(st, z, self.cfg.k, None if reference is None else reference[i])
+        target_passes = audited.passes.get("token_stats", 0) - before
+        prefixed = [st.logp for st in audited.token_stats(self.prefixed_pairs)] if self.prefixed_pairs else None
+        clock.lap("recall_pass", 4)
+        rows = [statistics(st, z, self.cfg.k, None if reference is None else reference[i],
+                           None if prefixed is None else prefixed[i])
                 for i, (st, z) in enumerate(zip(stats, self.compressed))]
-        section = self._report(rows, defined=reference is not None)
+        undefined = {a for a, missing in (("ref", reference is None), ("recall", prefixed is None)) if missing}
+        section = self._report(rows, undefined)
         clock.lap("attacks", 4)
         section["seconds"] = {**clock.laps,  # moved by the auditor to the report's timings
-                              "target_passes": audited.passes.get("token_stats", 0) - before,
-                              "reference_passes": reference_passes}
+                              "target_passes": target_passes, "reference_passes": reference_passes,
+                              "recall_passes": audited.passes.get("token_stats", 0) - before - target_passes}
         return section
 
     def _membership(self, rows: list[dict], attack: str) -> np.ndarray:
         """The attack's membership scores (higher = member) of every sample."""
         return ORIENTATION[attack] * np.array([r[attack] for r in rows], dtype=np.float64)
 
-    def _evaluate(self, rows: list[dict], defined: bool) -> tuple[dict, list[dict]]:
+    def _evaluate(self, rows: list[dict], undefined: set[str]) -> tuple[dict, list[dict]]:
         """(pooled figures per attack, per-client figures): over the draw, members against non-members, every
         attack on the same bootstrap resamples of a group."""
         groups = [("all", self.drawn)] + [(c, self.drawn & (self.clients == c)) for c in self.pool.clients]
@@ -285,7 +329,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
                 resampled = bootstrap_indices(int(m.sum()), int(n.sum()), rng, self.cfg.resamples)
             figures = {}
             for a in ATTACKS:
-                if a == "ref" and not defined:
+                if a in undefined:
                     figures[a] = undefined_evaluation()
                     continue
                 score = self._membership(rows, a) if rows else np.zeros(0)
@@ -296,9 +340,9 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
         pooled = out.pop("all")
         return pooled, [{"client": c, **v} for c, v in out.items()]
 
-    def _report(self, rows: list[dict], defined: bool) -> dict:
+    def _report(self, rows: list[dict], undefined: set[str]) -> dict:
         cfg = self.cfg
-        pooled, per_client = self._evaluate(rows, defined)
+        pooled, per_client = self._evaluate(rows, undefined)
         headline: dict = {"members": pooled["members"], "nonmembers": pooled["nonmembers"]}
         detectable = detectable_auc(pooled["members"], pooled["nonmembers"])  # the same for every attack
         for a in ATTACKS:
@@ -317,7 +361,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             "headline": headline,
             "blind": blind,
             "attacks": {a: {"label": LABELS[a], "member_when": "high" if ORIENTATION[a] > 0 else "low",
-                            "defined": a != "ref" or defined, **pooled["attacks"][a]} for a in ATTACKS},
+                            "defined": a not in undefined, **pooled["attacks"][a]} for a in ATTACKS},
             "per_client": per_client,
             "skipped_short_suffix": dict(self.short),
             "samples": [
@@ -326,7 +370,8 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
                 for i, (s, r) in enumerate(zip(self.samples, rows))
             ],
         }
-        notes = [self._reference_note] if not defined and self._reference_note else []
+        notes = [note for a, note in (("ref", self._reference_note), ("recall", self._recall_note))
+                 if a in undefined and note]
         if (unreachable := unreachable_note(pooled["nonmembers"])) is not None:
             notes.append(unreachable)
         if notes:

@@ -30,7 +30,8 @@ class MembershipInferenceView(View):
         lines = [
             f"{h['members']} members (train) against {h['nonmembers']} non-members (test), each scored on its first "
             f"{cfg['suffix_len']} suffix tokens after the prefix; Min-K% and Min-K%++ average the {cfg['k']:g}% "
-            f"lowest tokens; reference: {cfg['reference']}. AUC intervals: percentile bootstrap "
+            f"lowest tokens; reference: {cfg['reference']}; ReCaLL: {cfg['recall_shots']} public-corpus texts, cut to "
+            f"{cfg['recall_prefix_tokens']} tokens, before each context. AUC intervals: percentile bootstrap "
             f"({cfg['resamples']} resamples). TPR at an FPR: threshold set on the non-members (the ROC curve's point), "
             "its interval with the threshold set again on each resample.",
             "",
