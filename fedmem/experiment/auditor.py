@@ -212,7 +212,7 @@ class Auditor:
 # A lane pays where a model's decoding steps are bound by Python's dispatch rather than by their matrix products:
 # there each lane keeps a core busy that the other would leave waiting (the tiny preset, about a million parameters).
 # A model whose products already use every thread (SmolLM2-135M) only splits them: each lane gets one thread, and
-# the longer lane (MR, then Prior-Aware) runs on one core long after the other has finished (docs/results.md).
+# the longer lane (MR, then Prior-Aware) runs on one core long after the other has finished (docs/history.md).
 LANES_BELOW_PARAMS = 50_000_000
 
 

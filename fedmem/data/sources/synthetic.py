@@ -41,7 +41,7 @@ class SyntheticConfig(DataSourceConfig):
     public_record_fraction: float = option(
         0.25, "share of public paragraphs that are record notes in the canary format, of other people")
     # the one-run privacy audit's canaries (docs/spec.md §10): the tiny model memorized none seen once in the default's
-    # first two rounds, and those with four copies after one (docs/results.md)
+    # first two rounds, and those with four copies after one (docs/history.md)
     audit_canaries: int = option(
         128, "audit canaries m of the one-run privacy audit (audit.one_run): random word strings, each trained on (in "
              "one random client's training split) with probability 1/2; 0 = none")
