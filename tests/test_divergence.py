@@ -6,6 +6,7 @@ honour are refused before it; a DP run whose noise will dominate is warned about
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 
@@ -37,6 +38,45 @@ def test_training_stops_at_the_step_its_loss_turns_non_finite():
     assert f"training diverged at step {raised.value.step}" in str(raised.value)
 
 
+def test_a_gradient_that_overflows_before_any_step_blames_the_model_not_the_training():
+    """A first gradient that is not finite comes from the model the client was given (no learning rate or clipping
+    has acted yet): the client sends that model back untrained, and the round goes on. The overflow is injected in the
+    backward pass of the real training loop."""
+    from fedmem.engine.config import TrainConfig
+    from tests.helpers import texts, tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    model = tiny_model(tok)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    model.lm_head.weight.register_hook(lambda g: g * float("inf"))
+    examples = [tok(t)["input_ids"][:48] for t in texts(8, seed=3)]
+    cfg = TrainConfig(lr=1e-4, batch_size=4, effective_batch=4, local_epochs=1, progress=False)
+    with pytest.raises(TrainingDiverged) as raised:
+        train_local(model, examples, cfg, seed=0, pad_id=tok.pad_token_id)
+    e = raised.value
+    assert (e.step, e.what, e.untrained) == (1, "the gradient's norm", True) and math.isfinite(e.loss)
+
+
+def test_a_model_confidently_wrong_on_every_token_is_degenerate_and_an_ordinary_one_is_not():
+    """Finite weights and logits, but a mean next-token loss far above the uniform guess's log V (what DP noise far
+    above the update leaves): degenerate, with the figures that say so; the same model unscaled is not."""
+    import torch
+
+    from fedmem.engine.health import LOSS_FACTOR, degenerate
+    from tests.helpers import texts, tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    prompts = [tuple(tok(t)["input_ids"][:32]) for t in texts(4, seed=5)]
+    model = tiny_model(tok)
+    assert degenerate(model, {}, prompts) is None
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1e6)  # every logit a million times larger: finite, and certain of the wrong token
+    reason = degenerate(model, {}, prompts)
+    assert re.fullmatch(rf"its mean next-token loss on 4 audit prompts is \S+ nats, over {LOSS_FACTOR} times the "
+                        rf"uniform guess's log V = {math.log(len(tok)):.3g}: confidently wrong on every token", reason)
+
+
 def test_a_federated_run_whose_clients_diverge_fails_naming_them_the_step_and_the_setting(tmp_path, cache_dir):
     run = tmp_path / "run"
     out = subprocess.run(fedmem("run", *FAST, f"cache_dir={cache_dir}", *DIVERGING, f"hydra.run.dir={run}"),
@@ -66,13 +106,14 @@ def test_settings_no_run_could_honour_are_refused_naming_the_key(setting, messag
 
 
 def test_a_sweep_over_noise_with_a_destroyed_end_finishes_its_rounds_and_tables(tmp_path, cache_dir):
-    """z = 0.5 and z = 1e20 (a noise of 1e21 per weight on the average of two clients: the adapter's products
-    overflow, the logits are not finite): the destroyed run is audited round after round as degenerate, every
-    memorization section says it cannot be measured and holds no figure, utility is 0, the run finishes, and the
-    sweep's table and frontier mark it destroyed. The warning before it gives the noise's norm."""
+    """z = 0.001 and z = 1e20 (a noise of 1e21 per weight on the average of two clients: the adapter's products
+    overflow, the logits are not finite; at z = 0.5 the noise's norm, about 1,450 against C = 20, already leaves a
+    model whose loss is thousands of nats, degenerate too): the destroyed run is audited round after round as
+    degenerate, every memorization section says it cannot be measured and holds no figure, utility is 0, the run
+    finishes, and the sweep's table and frontier mark it destroyed. The warning before it gives the noise's norm."""
     sweep = tmp_path / "sweep"
     out = subprocess.run(fedmem("run", "-m", *FAST, f"cache_dir={cache_dir}", "defense=dp", "defense.clipping_norm=20",
-                                "defense.noise_multiplier=0.5,1e20", "strategy.num_rounds=2",
+                                "defense.noise_multiplier=0.001,1e20", "strategy.num_rounds=2",
                                 "audit.methods=[utility,pa,mia]", "audit.mia.n=3", "audit.mia.suffix_len=16",
                                 f"hydra.sweep.dir={sweep}"),
                          env=fedmem_env(cache_dir), capture_output=True, text=True, timeout=900)

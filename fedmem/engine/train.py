@@ -28,7 +28,8 @@ def tokenize_examples(records, tokenizer, plain: bool = False) -> list[list[int]
 class TrainingDiverged(ArithmeticError):
     """Local training became non-finite: the loss, the gradient's norm or the weights after an optimizer step. It
     stops there; nothing of it may be averaged into a model. ``untrained``: the model was given so (its very first
-    loss, before any step, is not finite: a global model the noise destroyed), no setting of training caused it."""
+    loss, or the gradient of the first step, before any step, is not finite: a global model the noise destroyed), no
+    setting of training caused it."""
 
     def __init__(self, step: int, what: str, loss: float, untrained: bool = False):
         self.step, self.what, self.loss, self.untrained = step, what, loss, untrained
@@ -87,8 +88,8 @@ def train_local(
                     local_term(params, at_start).backward()
                 # the norm is taken even when nothing is clipped (an infinite bound): a non-finite gradient stops here
                 norm = torch.nn.utils.clip_grad_norm_(params.values(), cfg.max_grad_norm or math.inf)
-                if not math.isfinite(float(norm)):
-                    raise TrainingDiverged(steps + 1, "the gradient's norm", value)
+                if not math.isfinite(float(norm)):  # at the first step no setting of training has acted yet
+                    raise TrainingDiverged(steps + 1, "the gradient's norm", value, untrained=steps == 0)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 steps += 1
