@@ -107,9 +107,11 @@ def start(args, env, log: Path) -> subprocess.Popen:
     """``fedmem`` in a process group of its own with SIGINT at its default (a process started in the background
     inherits it ignored), as a terminal starts it; its output in ``log``."""
     with open(log, "w") as out:
-        return subprocess.Popen(fedmem(*args), env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(fedmem(*args), env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc.log = log  # what ``watch`` quotes when the awaited point never comes
+    return proc
 
 
 def end(*procs: subprocess.Popen) -> None:
@@ -134,8 +136,17 @@ def watch(proc: subprocess.Popen, until, seconds: float = 600) -> dict[psutil.Pr
                     seen[child] = " ".join(child.cmdline())
         if reached:
             return seen
-        assert proc.poll() is None and time.time() < deadline, "the run ended or stalled before the awaited point"
+        if proc.poll() is not None or time.time() >= deadline:
+            raise AssertionError(f"the run {'ended' if proc.poll() is not None else f'stalled past {seconds:g} s'} "
+                                 f"before the awaited point; its output ends:\n{_tail(getattr(proc, 'log', None))}")
         time.sleep(0.2)
+
+
+def _tail(log: Path | None, lines: int = 15) -> str:
+    """The last lines of a run's output (progress bars' carriage returns read as line ends)."""
+    if log is None or not Path(log).is_file():
+        return "(no log)"
+    return "\n".join(Path(log).read_text(errors="replace").replace("\r", "\n").splitlines()[-lines:])
 
 
 def left(processes, seconds: float = 10) -> list[str]:
