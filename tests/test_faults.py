@@ -421,7 +421,11 @@ def test_sigterm_ends_an_audit_marked_stopped_with_its_lock_released(finished, t
     run, log = tmp_path / "run", tmp_path / "audit.log"
     shutil.copytree(finished, run)
     out = run / "audits" / "termed"
-    proc = start(["audit", f"run={run}", "name=termed", "audit.methods=[utility,pa]"], fedmem_env(cache_dir), log)
+    # Prior-Aware with 512 prior prefixes a trial: seconds of work in every round after the status is written, so the
+    # signal finds the audit at work however late the wait below sees the status (with the default 32 the whole
+    # audit took about 2 s, and on a loaded machine it once finished first)
+    proc = start(["audit", f"run={run}", "name=termed", "audit.methods=[utility,pa]", "audit.pa.c=512"],
+                 fedmem_env(cache_dir), log)
     try:
         # frozen once the audit is under way (its status written), so the signal finds it at work, not finished
         watch(proc, lambda: (out / "status.json").is_file(), seconds=300)
