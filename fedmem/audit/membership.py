@@ -41,9 +41,11 @@ def unreachable_note(n_nonmembers: int) -> str | None:
     unreachable = [fpr_label(k) for k, f in FPRS.items() if n_nonmembers and f < 1 / n_nonmembers]
     if not unreachable:
         return None
-    return (f"With {n_nonmembers} non-members the FPR moves in steps of {pct(1 / n_nonmembers)}: the "
-            f"{', '.join(unreachable[:-1]) + ' and ' if len(unreachable) > 1 else ''}{unreachable[-1]} FPR target{'s are' if len(unreachable) > 1 else ' is'} below one step, so "
-            f"{'their TPRs are' if len(unreachable) > 1 else 'its TPR is'} not reported (n/a).")
+    several = len(unreachable) > 1
+    targets = (", ".join(unreachable[:-1]) + " and " if several else "") + unreachable[-1]
+    return (f"With {n_nonmembers} non-members the FPR moves in steps of {pct(1 / n_nonmembers)}: the {targets} FPR "
+            f"target{'s are' if several else ' is'} below one step, so {'their TPRs are' if several else 'its TPR is'} "
+            "not reported (n/a).")
 
 
 def mean_nll(logp: np.ndarray) -> float:
@@ -76,8 +78,8 @@ def resampled_tpr_ci95(members: np.ndarray, nonmembers: np.ndarray, idx_m: np.nd
 def evaluate(members: np.ndarray, nonmembers: np.ndarray, resampled: tuple[np.ndarray, np.ndarray] | None) -> dict:
     """ROC AUC with its bootstrap interval, and per FPR target the threshold, the FPR it reaches on the non-members
     and the TPR with its bootstrap interval; a target below 1 / (non-members) is unreachable (``unreachable_fprs``):
-    its threshold (the highest non-member score, FPR 0) still decides the truth rows, but it has no TPR. None where the side a figure needs is empty. Scores are membership scores (higher
-    = member)."""
+    its threshold (the highest non-member score, FPR 0) still decides the truth rows, but it has no TPR. None where
+    the side a figure needs is empty. Scores are membership scores (higher = member)."""
     out: dict = {"auc": roc_auc(members, nonmembers), "auc_ci95": None,
                  "fpr_resolution": 1 / nonmembers.size if nonmembers.size else None, "unreachable_fprs": []}
     if out["auc"] is not None and resampled is not None:

@@ -1,4 +1,4 @@
-"""Membership-inference baselines: LOSS, zlib, Min-K%, Min-K%++ and a reference model, as one audit method.
+"""Membership-inference baselines: LOSS, zlib, Min-K%, Min-K%++, a reference model and ReCaLL, as one audit method.
 
 Members are each client's audited train samples, non-members the same clients' test samples (never trained on).
 Every sample is scored on its suffix s, cut to ``suffix_len`` tokens (fixed, as Prior-Aware's: every attack then
@@ -41,10 +41,10 @@ log-likelihood over the T suffix tokens, each attack as its paper defines it:
 
 "The k% lowest" are the floor(k/100 T) lowest tokens, at least one (the papers' code).
 
-All attacks but ReCaLL share ONE teacher-forced pass of the audited model per round (``AuditedModel.token_stats``: the token
-log-probabilities and Min-K%++'s mu_t and sigma_t from the same logits). The per-sample scores are the statistics
-above; each attack's membership score is the statistic, negated where members score low, so that a higher
-membership score means "member" everywhere below.
+All attacks but ReCaLL share ONE teacher-forced pass of the audited model per round (``AuditedModel.token_stats``:
+the token log-probabilities and Min-K%++'s mu_t and sigma_t from the same logits). The per-sample scores are the
+statistics above; each attack's membership score is the statistic, negated where members score low, so that a
+higher membership score means "member" everywhere below.
 
 Per attack, pooled over clients and per client, as ``fedmem.audit.membership`` reads every membership attack: ROC
 AUC with a 95% percentile-bootstrap interval (members and non-members resampled separately, seeded; the same
