@@ -35,7 +35,8 @@ def stored_length(n: int) -> int:
 
 def english_passages(words_per_passage: int = 50, stride: int = 50) -> list[str]:
     """Real English prose that every Debian system carries (the licence texts in /usr/share/common-licenses), cut
-    into passages of ``words_per_passage`` words every ``stride`` words; empty where the folder is missing."""
+    into passages of ``words_per_passage`` words every ``stride`` words; empty where the folder is missing. The
+    folder is only read (the test suite's guard, tests/guard.py, fails a session that changed it)."""
     from pathlib import Path
 
     words = []

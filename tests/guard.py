@@ -3,13 +3,14 @@ whole session, what no test may change, and fails the session when a test change
 
 Checked: the device nodes a test could reach by a stray path (``/dev/full``, ``/dev/null``, ``/dev/zero`` still the
 same character devices: as root, a library that writes a temp file and renames it over its target replaces a device
-node with a regular file), the checkout's tracked files and its top level (nothing written into the checkout), and
-the user's home (every library cache a test run would fill, Hugging Face's, matplotlib's, Flower's, is pointed into
-the session's own directory by :func:`own_caches`).
+node with a regular file), the system folders the tests only read (``/usr/share/common-licenses``, the benches'
+English text), the checkout's tracked files and its top level (nothing written into the checkout), and the user's
+home (every library cache a test run would fill, Hugging Face's, matplotlib's, Flower's, is pointed into the
+session's own directory by :func:`own_caches`).
 
 Under pytest-xdist the check runs in the controlling process only, before the workers start and after they end.
-``FEDMEM_GUARD_DEVICES`` (paths joined by ``:``) and ``HOME`` say what is checked; the guard's own test points them
-at nodes and a home of its own making.
+``FEDMEM_GUARD_DEVICES``, ``FEDMEM_GUARD_READ_ONLY`` (paths joined by ``:``) and ``HOME`` say what is checked; the
+guard's own test points them at nodes, a folder and a home of its own making.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 import pytest
 
 DEVICES = "/dev/full:/dev/null:/dev/zero"
+# system folders the tests and benches read (bench/references.py's English text) and must never write
+READ_ONLY = "/usr/share/common-licenses"
 _OWN = "FEDMEM_TESTS_CACHES"  # the session's own directory of library caches (own_caches)
 # written by Python and pytest themselves (byte code; pytest's cache, at the session's end, after this check)
 NOT_WATCHED = {".pytest_cache", "__pycache__"}
@@ -81,9 +84,18 @@ def _tracked(checkout: Path) -> dict[str, tuple]:
     return found
 
 
+def _listing(folder: str) -> dict[str, tuple]:
+    """Every file under ``folder`` with its size and modification time (empty where the folder is missing)."""
+    root = Path(folder)
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()} if root.is_dir() else {}
+
+
 def machine_state(checkout: Path) -> dict:
     devices = os.environ.get("FEDMEM_GUARD_DEVICES", DEVICES).split(":")
+    read_only = [f for f in os.environ.get("FEDMEM_GUARD_READ_ONLY", READ_ONLY).split(":") if f]
     return {"devices": {d: _device(d) for d in devices},
+            "read_only": {f: _listing(f) for f in read_only},
             "checkout": _tracked(checkout) if (checkout / ".git").exists() else {}}
 
 
@@ -91,6 +103,8 @@ def changes(before: dict, after: dict, home_written: list[str]) -> list[str]:
     """One line per thing the session changed that it must not have."""
     lines = [f"{d}: was a {before['devices'][d]}, now a {after['devices'][d]}"
              for d in before["devices"] if before["devices"][d] != after["devices"][d]]
+    lines += [f"{f}: a folder the tests only read was written"
+              for f in before.get("read_only", {}) if before["read_only"][f] != after.get("read_only", {}).get(f)]
     was, now = before["checkout"], after["checkout"]
     for path in sorted(set(was) | set(now)):
         if was.get(path) == now.get(path):

@@ -42,6 +42,11 @@ def test_fills_a_cache_in_the_home_directory():
     (Path.home() / ".cache" / "somelib").mkdir(parents=True)
     (Path.home() / ".cache" / "somelib" / "index").write_text("x")
 """,
+    "read_only": """
+def test_edits_a_system_text_it_should_only_read():
+    from pathlib import Path
+    (Path(READ_ONLY) / "GPL").write_text("changed")
+""",
     "own": """
 def test_writes_only_where_it_may(tmp_path):
     import os
@@ -58,8 +63,10 @@ def machine(tmp_path):
     """A checkout (one tracked file), a home with fedmem's cache in it, and, where this runs as root, a /dev/full
     of its own: (checkout, environment for a pytest session there)."""
     checkout, home, dev = tmp_path / "checkout", tmp_path / "home", tmp_path / "dev"
-    for d in (checkout, home / ".cache" / "fedmem", dev):
+    texts = tmp_path / "licenses"  # a system folder the tests only read, of the guard test's own
+    for d in (checkout, home / ".cache" / "fedmem", dev, texts):
         d.mkdir(parents=True)
+    (texts / "GPL").write_text("the licence")
     (checkout / "data.txt").write_text("tracked")
     (checkout / "conftest.py").write_text(
         "from tests.guard import own_caches, pytest_sessionfinish, pytest_sessionstart, pytest_terminal_summary\n"
@@ -74,7 +81,7 @@ def machine(tmp_path):
         devices.append(str(dev / "full"))
     env = {k: v for k, v in os.environ.items() if k not in _CACHE_VARS}
     env |= {"HOME": str(home), "FEDMEM_CACHE": str(home / ".cache" / "fedmem"), "PYTHONPATH": str(ROOT),
-            "FEDMEM_GUARD_DEVICES": ":".join(devices) or str(dev / "none")}
+            "FEDMEM_GUARD_DEVICES": ":".join(devices) or str(dev / "none"), "FEDMEM_GUARD_READ_ONLY": str(texts)}
     return checkout, env
 
 
@@ -85,7 +92,8 @@ _CACHE_VARS = {"FEDMEM_TESTS_CACHES", "HF_HOME", "MPLCONFIGDIR", "FLWR_HOME", "X
 
 def _session(checkout: Path, env: dict, planted: str, *args: str) -> subprocess.CompletedProcess:
     device = env["FEDMEM_GUARD_DEVICES"].split(":")[0]
-    (checkout / "test_planted.py").write_text(f"DEVICE = {device!r}\n" + textwrap.dedent(PLANTED[planted]))
+    (checkout / "test_planted.py").write_text(f"DEVICE = {device!r}\nREAD_ONLY = {env['FEDMEM_GUARD_READ_ONLY']!r}\n"
+                                              + textwrap.dedent(PLANTED[planted]))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
                            "test_planted.py"], cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
 
@@ -94,6 +102,7 @@ def _session(checkout: Path, env: dict, planted: str, *args: str) -> subprocess.
     ("tracked", "tracked file of the checkout changed: data.txt"),
     ("top_level", "the checkout's top level: wandb written"),
     ("home", "written in the home directory: {home}/.cache/somelib/index"),
+    ("read_only", "{texts}: a folder the tests only read was written"),
 ])
 def test_the_guard_fails_a_session_that_changed_what_it_must_not(machine, planted, line):
     checkout, env = machine
@@ -101,7 +110,8 @@ def test_the_guard_fails_a_session_that_changed_what_it_must_not(machine, plante
     assert done.returncode == 1, done.stdout[-3000:]
     assert "1 passed" in done.stdout  # the planted test itself passed: the guard alone failed the session
     assert "the test session changed what it must not" in done.stdout
-    assert line.format(home=env["HOME"]) in done.stdout.splitlines(), done.stdout[-3000:]
+    assert line.format(home=env["HOME"], texts=env["FEDMEM_GUARD_READ_ONLY"]) in done.stdout.splitlines(), \
+        done.stdout[-3000:]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a device node of the test's own needs root to make (mknod)")
