@@ -146,7 +146,8 @@ def test_local_source_reads_a_directory_or_a_glob(tmp_path):
 
 
 def test_missing_column_is_one_clear_error(tmp_path):
-    with pytest.raises(ValueError, match=r"column 'abstract_text' not found; the data has columns \[.*'abstract'"):
+    with pytest.raises(ValueError, match=r"data.columns.abstract: column 'abstract_text' not found "
+                                         r"\(task=summarization's field\); the data has columns \[.*'abstract'"):
         _load("summarization", tmp_path, columns={"abstract": "abstract_text"})
     with pytest.raises(ValueError, match="column 'site' not found"):
         _load("dialog", tmp_path, client_column="site")

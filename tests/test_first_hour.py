@@ -61,28 +61,51 @@ def _check(capsys, cache_dir: str, *args: str) -> tuple[int, str, str]:
 
 def _settings(line: str) -> list[str]:
     """The first value each problem of a refusal's line advises (``set KEY=VALUE [KEY=VALUE]``)."""
-    return [kv for advice in re.findall(r"set ((?:[\w.]+=\w+ ?)+)", line) for kv in advice.split()]
+    return [kv for advice in re.findall(r"set ((?:[\w.]+=[\w{}:,]+ ?)+)", line) for kv in advice.split()]
 
 
 @pytest.mark.parametrize("file", [0, 1], ids=["jsonl", "csv"])
-def test_the_data_check_goes_through_with_the_values_it_prints(tickets, file, cache_dir, capsys):
-    data = ["data=local", f"data.path={tickets[file]}", "task=text", "data.columns={text:ticket}",
-            "data.client_column=desk", "data.num_clients=3", *TINY]
-    tried = []
-    for _ in range(3):  # the data's sizes, then every audit size at once
-        code, out, err = _check(capsys, cache_dir, *data, *tried)
-        if code == 0:
-            break
-        assert code == 2, err[-2000:]
-        line = err.strip().splitlines()[-1]
-        assert line.startswith("fedmem: invalid configuration: ") and "Traceback" not in err, line
-        advice = _settings(line)
-        assert advice, line
-        tried += advice
+def test_the_data_check_goes_through_with_the_values_its_one_refusal_prints(tickets, file, cache_dir, capsys):
+    """Given only the file and task=text, the first refusal names every setting at once (the text column, the client
+    column, the split and every audit size the data cannot fill at that split), each with its value; applied, they
+    get the check through."""
+    data = ["data=local", f"data.path={tickets[file]}", "task=text", *TINY]
+    code, _, err = _check(capsys, cache_dir, *data)
+    assert code == 2, err[-2000:]
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("fedmem: invalid configuration: ") and "Traceback" not in err, line
+    advice = _settings(line)
+    assert advice[:2] == ["data.columns={text:ticket}", "data.client_column=desk"], line
+    keys = [kv.split("=")[0] for kv in advice]
+    assert {"data.train_per_client", "data.test_per_client", "audit.samples_per_client", "audit.mr.n",
+            "audit.common_draw"} <= set(keys), line
+    code, out, err = _check(capsys, cache_dir, *data, *advice)
     assert code == 0, err[-2000:]
-    assert len(tried) >= 4  # the split's two sizes, and audit sizes named together in one line
     assert "90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30)" in out
     assert re.search(r"\nLeft out of the audit pool \(no draw takes them\): accounts: train .*; billing: ", out)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["task=dialog", "data.num_clients=2"],  # the default task: two fields, one column of text
+     ["data.columns.patient: column 'input' not found, data.columns.doctor: column 'output' not found (task=dialog's "
+      "fields); the data has columns ['desk', 'ticket']: set data.columns={patient:COLUMN,doctor:COLUMN} from "
+      "['ticket']", "or task=text, which reads one text per row (1 column of mostly distinct text here)",
+      "task.client_column=input: column 'input' not found: set data.client_column=desk data.num_clients=3 (its 3 "
+      "distinct values, one client each), or use task.partition=iid"]),
+    (["task=text", "data.columns={text:body}", "data.client_column=site"],
+     ["data.columns.text: column 'body' not found (task=text's field); the data has columns ['desk', 'ticket']: set "
+      "data.columns={text:ticket}; data.client_column=site: column 'site' not found: set data.client_column=desk"]),
+    (["task=text", "data.columns={text:ticket}", "task.partition=dirichlet"],
+     ["task.partition=dirichlet needs a label column: set data.label_column=desk (its 3 distinct values, one label "
+      "each), or use task.partition=iid"]),
+])
+def test_every_missing_column_is_named_at_once_with_the_column_this_table_would_take(tickets, cache_dir, capsys,
+                                                                                     args, said):
+    code, _, err = _check(capsys, cache_dir, "data=local", f"data.path={tickets[0]}", *args, *TINY)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("fedmem: invalid configuration: "), err[-2000:]
+    for part in said:
+        assert part in line, line
 
 
 def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tickets, cache_dir, capsys):

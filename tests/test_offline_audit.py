@@ -130,7 +130,7 @@ def test_a_prefix_longer_than_the_data_allows_is_refused_before_writing(trained,
     with pytest.raises(SystemExit) as info:
         main(["audit", f"run={trained}", "audit.prefix_len=250", "name=too_long"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and ("audit.samples_per_client=6: client 0 has no train text of at least "
+    assert info.value.code == 2 and ("audit.samples_per_client=6: client 'cardiology' has no train text of at least "
                                       "audit.prefix_len + 20 = 270 tokens") in err
     assert not (trained / "audits" / "too_long").exists()
 

@@ -57,7 +57,7 @@ def _cases(tmp_path):
         "a client with one row": ([str(lonely), "data.num_clients=3"], "client 'c'"),
         "prefix longer than every sample": ([str(good), "audit.prefix_len=400",
                                              "model.max_seq_len=auto"],
-                                            "client 0 has no train text of at least audit.prefix_len + 20 = 420 "
+                                            "client 'a' has no train text of at least audit.prefix_len + 20 = 420 "
                                             "tokens: lower audit.prefix_len"),
         "more CPUs than the machine": ([str(good), "simulation.num_cpus_per_client=512"],
                                        "simulation.num_cpus_per_client=512 but this machine has"),

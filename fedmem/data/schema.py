@@ -19,7 +19,9 @@ class Schema:
 
 def resolve_schema(task, data) -> Schema:
     """``data.*`` overrides ``task.*``. A data-level client column comes with its own groups (default: one client
-    per distinct value), because the task's groups describe the hub dataset's values, not the user's column."""
+    per distinct value), because the task's groups describe the hub dataset's values, not the user's column. A
+    partition column left unset is not refused here (``unset_columns``): where the table can be read, the loader
+    names it beside every other missing column, with the value this table would take."""
     foreign = sorted(set(data.columns) - set(task.fields))
     if foreign:
         raise ValueError(f"data.columns sets {', '.join(foreign)}, which task={task.name} does not have (its fields: "
@@ -34,11 +36,6 @@ def resolve_schema(task, data) -> Schema:
         client_groups = task.client_groups if data.client_groups is None else data.client_groups
     group_by = data.group_by or task.group_by
     label_column = data.label_column or task.label_column
-    if task.partition == "natural" and not client_column:
-        raise ValueError("task.partition=natural needs a client column: set data.client_column (or "
-                         "task.client_column), or use task.partition=iid / dirichlet")
-    if task.partition == "dirichlet" and not label_column:
-        raise ValueError("task.partition=dirichlet needs a label column: set data.label_column (or task.label_column)")
     if task.partition == "natural" and client_groups and data.num_clients > len(client_groups):
         raise ValueError(
             f"data.num_clients={data.num_clients} but the natural partition defines only {len(client_groups)} "
@@ -54,3 +51,15 @@ def resolve_schema(task, data) -> Schema:
         partition=task.partition,
         labels=tuple(task.labels),
     )
+
+
+def unset_columns(schema: Schema) -> list[str]:
+    """The columns the partition needs that no setting names, one line each (none, the empty list)."""
+    problems = []
+    if schema.partition == "natural" and not schema.client_column:
+        problems.append("task.partition=natural needs a client column: set data.client_column (or "
+                        "task.client_column), or use task.partition=iid / dirichlet")
+    if schema.partition == "dirichlet" and not schema.label_column:
+        problems.append("task.partition=dirichlet needs a label column: set data.label_column (or "
+                        "task.label_column)")
+    return problems

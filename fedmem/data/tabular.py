@@ -10,7 +10,7 @@ from fedmem.data import partition
 from fedmem.data.grouping import assign_groups
 from fedmem.data.hub import FILE_SUFFIXES, load_table
 from fedmem.data.records import ClientSplit, FederatedData, Record
-from fedmem.data.schema import Schema, resolve_schema
+from fedmem.data.schema import Schema, resolve_schema, unset_columns
 from fedmem.data.seeding import rng_for
 from fedmem.data.templates import one_line, render_record
 
@@ -29,6 +29,74 @@ def _column(ds, name: str, what: str) -> list[Any]:
     if isinstance(feature, ClassLabel):
         values = [None if v is None or v < 0 else feature.int2str(int(v)) for v in values]
     return values
+
+
+class DataRefused(ValueError):
+    """Settings this table cannot take, one line each, with the values it would take (``fits``: data settings; None
+    where some line has no single value): the preflight tries them, so that one refusal names every setting to
+    change."""
+
+    def __init__(self, problems: list[str], fits: dict[str, Any] | None):
+        super().__init__("; ".join(problems))
+        self.fits = fits
+
+
+def _column_problems(ds, schema: Schema, task, data) -> tuple[list[str], dict[str, Any] | None]:
+    """(every column the settings name that the table lacks, and every column the partition needs that no setting
+    names, one line each with the value this table would take; those values as data settings, None where some line
+    has no single one). Candidates are read from the columns' distinct values: a text column's are mostly distinct,
+    a client or label column's few."""
+    have = list(ds.column_names)
+    if all(schema.columns[f] in have for f in task.fields) and all(
+            c in have for c in (schema.client_column, schema.label_column) if c) and not unset_columns(schema):
+        return [], None
+    distinct = {c: len({one_line(v) for v in _column(ds, c, c)}) for c in have}
+    mapped = {schema.columns[f] for f in task.fields if schema.columns[f] in have}
+    named = mapped | {c for c in (schema.client_column, schema.label_column, data.id_column) if c in have}
+    texts = [c for c in have if c not in named and distinct[c] > ds.num_rows // 2]
+    groups = [c for c in have if c not in named and 2 <= distinct[c] <= max(2, ds.num_rows // 5)]
+    problems, fits = [], {}
+    missing = [f for f in task.fields if schema.columns[f] not in have]
+    if missing:
+        wanted = ", ".join(f"data.columns.{f}: column {schema.columns[f]!r} not found" for f in missing)
+        line = f"{wanted} (task={task.name}'s field{'s' * (len(missing) > 1)}); the data has columns {sorted(have)}"
+        if len(missing) == len(texts) == 1:
+            fits["columns"] = {**data.columns, missing[0]: texts[0]}
+            line += f": set data.columns={{{','.join(f'{k}:{v}' for k, v in fits['columns'].items())}}}"
+        else:
+            fits = None
+            line += (f": set data.columns={{{','.join(f'{f}:COLUMN' for f in missing)}}} from {texts or sorted(have)}"
+                     " (nested fields are reached with dots, e.g. context.contexts)")
+            if len(texts) < len(missing) and task.name != "text":
+                line += (f", or task=text, which reads one text per row ({len(texts)} column of mostly distinct text "
+                         "here)")
+        problems.append(line)
+    partition_columns = (("natural", "client_column", "client column", "client"),
+                         ("dirichlet", "label_column", "label column", "label"))
+    for kind, key, what, each in partition_columns:
+        column = getattr(schema, key)
+        if schema.partition != kind or (column and column in have):
+            continue
+        where = "data" if getattr(data, key) or not column else "task"
+        head = (f"{where}.{key}={column}: column {column!r} not found" if column
+                else f"task.partition={kind} needs a {what}")
+        if not groups:
+            fits = None
+            problems.append(f"{head}, and no column of the data ({', '.join(sorted(have))}) holds 2 to "
+                            f"{max(2, ds.num_rows // 5)} distinct values: use task.partition=iid")
+            continue
+        best = (min(groups, key=lambda c: (abs(distinct[c] - data.num_clients), c)) if each == "client"
+                else groups[0])
+        setting = {key: best}
+        if each == "client" and distinct[best] != data.num_clients:
+            setting["num_clients"] = distinct[best]
+        if fits is not None:
+            fits.update(setting)
+        others = [f"{c} ({distinct[c]})" for c in groups if c != best]
+        problems.append(f"{head}: set {' '.join(f'data.{k}={v}' for k, v in setting.items())} (its {distinct[best]} "
+                        f"distinct values, one {each} each{'; also possible: ' + ', '.join(others) if others else ''})"
+                        ", or use task.partition=iid")
+    return problems, fits
 
 
 def row_ids(ds, data) -> list[str]:
@@ -178,6 +246,9 @@ def load_tabular(task, data, seed: int, cache_dir: str | None = None) -> Federat
     """
     schema = resolve_schema(task, data)
     ds = load_table(task, data, cache_dir)
+    problems, fits = _column_problems(ds, schema, task, data)
+    if problems:  # every one at once, each with what this table takes
+        raise DataRefused(problems, fits)
     ids = row_ids(ds, data)
     fields, labels = _fields(ds, schema, task)
     usable = _usable_rows(ds, schema, fields, labels)
@@ -284,11 +355,16 @@ def _client_splits(parts: list[list[int]], names: list[str], sizes: list[int], m
     need = data.train_per_client + data.test_per_client
     if membership is None and (short := [(names[c], len(rows)) for c, rows in enumerate(parts) if len(rows) < need]):
         fewest = min(n for _, n in short)
+        if fewest < 2:  # one row to train on and one held out is the least a client can have
+            raise DataRefused([f"{', '.join(f'client {n!r} owns {k} row' + 's' * (k != 1) for n, k in short if k < 2)}"
+                               f": a client needs at least 2 rows (one to train on, one held out); leave it out "
+                               f"with data.client_groups or choose another data.client_column"], None)
         test = max(1, fewest * data.test_per_client // need)
-        raise ValueError(f"data.train_per_client + data.test_per_client = {data.train_per_client} + "
-                         f"{data.test_per_client}, but {', '.join(f'client {n!r} owns {k} rows' for n, k in short)}: "
-                         f"set data.train_per_client={fewest - test} data.test_per_client={test} (the fewest rows, "
-                         "split as asked)")
+        raise DataRefused([f"data.train_per_client + data.test_per_client = {data.train_per_client} + "
+                            f"{data.test_per_client}, but "
+                            f"{', '.join(f'client {n!r} owns {k} rows' for n, k in short)}: set "
+                            f"data.train_per_client={fewest - test} data.test_per_client={test} (the fewest rows, "
+                            "split as asked)"], {"train_per_client": fewest - test, "test_per_client": test})
     clients, truth_clients = [], []
     for c, rows in enumerate(parts):
         if membership is None:

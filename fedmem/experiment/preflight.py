@@ -88,13 +88,12 @@ def preflight(cfg: ExperimentConfig) -> str:
     for name, method_cfg in method_configs(cfg).items():
         AUDIT_METHODS[name].preflight(method_cfg)
     from fedmem.engine.model.load import lora_size  # torch and transformers, as the loaders below
-    from fedmem.experiment.loading import audit_plan, base_model, federated_data
+    from fedmem.experiment.loading import base_model
 
-    data = federated_data(cfg)
+    data, (pool, configs) = data_and_plan(cfg)
     base, _, where = base_model(cfg)
     if (line := noise_warning(cfg, lora_size(base, cfg.model))) is not None:
         say(line)
-    pool, configs = audit_plan(cfg)
     names = [c.get("name", str(c["client"])) for c in data.ground_truth.get("clients", [])] or [
         str(c) for c in range(data.num_clients)]
     clients = ", ".join(f"{n} {len(s.train)}/{len(s.test)}" for n, s in zip(names, data.clients))
@@ -106,6 +105,31 @@ def preflight(cfg: ExperimentConfig) -> str:
             f"of {cfg.strategy.name}; audit pool per client {len(pool.train[0])} train / {len(pool.test[0])} test "
             f"samples{f' (left out, in all: {left})' if left else ''}; audit work per round ({rounds + 1} rounds "
             f"audited): {cost}")
+
+
+def data_and_plan(cfg: ExperimentConfig):
+    """(the clients' data, the audit plan), with every setting the data cannot take refused at once: where the data
+    says which values it would take (the columns it has, the split its clients fill), the check goes on with them,
+    and the one refusal names what those would still meet (the audit sizes the data cannot fill, at that split)."""
+    from fedmem.data.tabular import DataRefused
+    from fedmem.experiment.loading import audit_plan, federated_data  # torch and transformers
+
+    try:
+        return federated_data(cfg), audit_plan(cfg)
+    except DataRefused as refused:
+        problems, fitted = [str(refused)], cfg
+        while refused.fits is not None:
+            fitted = dataclasses.replace(fitted, data=dataclasses.replace(fitted.data, **refused.fits))
+            try:  # audit.size=auto sizes the audits to whatever the data gives: only the data can refuse
+                federated_data(fitted) if cfg.audit.size == "auto" else audit_plan(fitted)
+                break
+            except DataRefused as more:
+                problems.append(str(more))
+                refused = more
+            except ValueError as more:
+                problems.append(str(more))
+                break
+        raise ValueError("; ".join(problems)) from None
 
 
 def dropped_rows(truth: dict) -> str | None:
@@ -141,10 +165,7 @@ def data_check(cfg: ExperimentConfig) -> str:
     account of the data (``MemorizationRatio.before_training``, as its view writes it: the held-out texts left out as
     training text, the data's floor on all and on distinctive text, the passages several clients or the public share
     hold). The audit pool and MR's settings are the run's own."""
-    from fedmem.experiment.loading import audit_plan, federated_data  # torch and transformers
-
-    data = federated_data(cfg)
-    pool, configs = audit_plan(cfg)
+    data, (pool, configs) = data_and_plan(cfg)
     mr_cfg = configs.get("mr") or method_configs(dataclasses.replace(
         cfg, audit=dataclasses.replace(cfg.audit, methods=["mr"])))["mr"]
     mr = AUDIT_METHODS["mr"](mr_cfg, pool)

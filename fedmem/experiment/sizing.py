@@ -50,6 +50,8 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
     naming the key as typed, what the data supplies and a value that works). ``full``: the pool of every usable
     text; ``configs``: the enabled methods' configs."""
     audit, lengths = cfg.audit, {split: _suffix_lengths(full, split) for split in ("train", "test")}
+    names = full.client_names
+    who = lambda c: f"client {names[c]!r}" if names[c] != str(c) else f"client {c}"  # noqa: E731 (as the data says)
     fits, problems = {}, []
     pools = {"train": ("audit.samples_per_client", audit.samples_per_client),
              "test": ("audit.test_per_client", audit.test_per_client)}
@@ -59,10 +61,10 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
         caps[split] = have if asked == "all" else min(int(asked), have)
         fits[key] = caps[split] if asked != "all" else "all"
         if not have:  # no text is long enough: the prefix, not a size, is what to change
-            return fits, [f"{key}={asked}: client {client} has no {split} text of at least audit.prefix_len + 20 = "
+            return fits, [f"{key}={asked}: {who(client)} has no {split} text of at least audit.prefix_len + 20 = "
                           f"{audit.prefix_len + 20} tokens: lower audit.prefix_len"]
         if asked != "all" and int(asked) > have:
-            problems.append(f"{key}={asked}: client {client} has {have} usable {split} texts (distinct, at least "
+            problems.append(f"{key}={asked}: {who(client)} has {have} usable {split} texts (distinct, at least "
                             f"audit.prefix_len + 20 tokens): set {key}={have} or all")
     suffixes = {name: AUDIT_METHODS[name].min_suffix(c) for name, c in configs.items()}
     for name, c in configs.items():
@@ -73,7 +75,7 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
             fits[key] = min(n, have)
             if n <= have:
                 continue
-            line = f"{key}={n}: client {client} gives it {have} {split} samples"
+            line = f"{key}={n}: {who(client)} gives it {have} {split} samples"
             if suffixes[name]:
                 line += f" with {suffixes[name]} suffix tokens (audit.{name}.suffix_len)"
                 longest = _longest_suffix(lengths[split], min(n, caps[split]))
@@ -97,13 +99,15 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
         fits["audit.common_draw"] = min(common, fit)
         if common > fit:
             if have < common:
-                why = (f"client {client} has {have} {split} samples with {suffixes[longest_name]} suffix tokens "
+                why = (f"{who(client)} has {have} {split} samples with {suffixes[longest_name]} suffix tokens "
                        f"(audit.{longest_name}.suffix_len)" + (", and the held-out arm is drawn alike"
                                                                if split == "held-out" else ""))
             else:
                 key = min(drawn, key=lambda k: fits[k])
                 why = f"every method audits each client's common draw, and {key}={fits[key]} draws fewer"
             problems.append(f"audit.common_draw={common}: {why}: set audit.common_draw={fit}")
+    if problems:
+        problems.append("or audit.size=auto, which sets every audit size to what the data supplies")
     return fits, problems
 
 

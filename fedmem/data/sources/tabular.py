@@ -14,7 +14,7 @@ from fedmem.data.config import (
     register_source,
 )
 from fedmem.data.hub import FILE_SUFFIXES
-from fedmem.data.schema import resolve_schema
+from fedmem.data.schema import resolve_schema, unset_columns
 from fedmem.data.tabular import load_tabular
 
 
@@ -76,7 +76,9 @@ class TableConfig(DataSourceConfig):
         return bool(self.membership_column)
 
     def check_task(self, task: TaskConfig) -> None:
-        resolve_schema(task, self)
+        schema = resolve_schema(task, self)
+        if not self.path and (problems := unset_columns(schema)):  # local files: the loader reads their columns
+            raise ValueError("; ".join(problems))
 
     def load(self, task: TaskConfig, seed: int, cache_dir: str | None = None):
         return load_tabular(task, self, seed, cache_dir)
