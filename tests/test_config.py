@@ -218,7 +218,8 @@ def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compos
     with pytest.raises(ValueError, match=re.escape("audit.common_draw=3: every method audits each client's common "
                                                    "draw, and audit.pa.n=2 draws fewer: set audit.common_draw=2")):
         checked_plan(cfg, data, tokenizer)
-    with pytest.raises(ValueError, match=r"audit.common_draw=9: client '\w+' has \d+ (train|held-out) samples with 16 suffix "
+    with pytest.raises(ValueError, match=r"audit.common_draw=9: client '\w+' has \d+ (train|held-out) samples with 16 "
+                                         r"suffix "
                                          r"tokens \(audit.pa.suffix_len\).*: set audit.common_draw=\d+"):
         checked_plan(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
     run, _ = checked_plan(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
