@@ -320,6 +320,14 @@ def test_reference_directory_must_share_the_tokenizer(lora, tmp_path):
         MembershipInference.preflight(MiaConfig(reference=str(tmp_path / "nowhere")))
 
 
+def test_more_recall_shots_than_the_public_corpus_holds_are_refused_naming_its_size(lora):
+    run = lora[0]
+    with pytest.raises(ValueError, match=r"^audit.mia.recall_shots=21: the public corpus holds 20 texts: set "
+                                         r"audit.mia.recall_shots=20$"):
+        MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX, recall_shots=21), run)
+    MembershipInference(MiaConfig(n=N, suffix_len=SUFFIX, recall_shots=20), run)  # the whole corpus is allowed
+
+
 @pytest.mark.usefixtures("one_torch_thread")
 def test_without_adapters_the_base_reference_is_undefined():
     tok = tiny_tokenizer()

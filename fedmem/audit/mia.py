@@ -225,8 +225,15 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             raise ValueError(f"audit.mia.reference={cfg.reference}: not a Hugging Face model directory "
                              "(no config.json); use base or a local model directory")
 
+    @classmethod
+    def check_pool(cls, cfg: MiaConfig, pool: AuditPool) -> None:
+        if pool.public_texts and cfg.recall_shots > len(pool.public_texts):
+            raise ValueError(f"audit.mia.recall_shots={cfg.recall_shots}: the public corpus holds "
+                             f"{len(pool.public_texts)} texts: set audit.mia.recall_shots={len(pool.public_texts)}")
+
     def __init__(self, cfg: MiaConfig, pool: AuditPool):
         super().__init__(cfg, pool)
+        self.check_pool(cfg, pool)
         draw = attack_draw(pool, cfg.n, cfg.suffix_len, cfg.context, "audit.mia.context")
         self.samples, self.drawn, self.short, self.pairs = draw.samples, draw.drawn, draw.short, draw.pairs
         self.is_member, self.clients = draw.is_member, draw.clients
@@ -257,8 +264,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
             return None, ("ReCaLL is undefined: the data source has no public corpus to draw its non-member prefix "
                           "from.")
         rng = np.random.default_rng([self.seed, RECALL_STREAM])
-        chosen = rng.choice(len(pool.public_texts), size=min(self.cfg.recall_shots, len(pool.public_texts)),
-                            replace=False)
+        chosen = rng.choice(len(pool.public_texts), size=self.cfg.recall_shots, replace=False)
         text = "\n\n".join(pool.public_texts[i] for i in sorted(chosen))
         prefix = tuple(pool.tokenizer(text, add_special_tokens=False)["input_ids"][: self.cfg.recall_prefix_tokens])
         return [(prefix + ctx, sfx) for ctx, sfx in self.pairs], None
