@@ -104,6 +104,16 @@ def undefined_evaluation() -> dict:
                                                         f"tpr_at_{key}_fpr", f"tpr_at_{key}_fpr_ci95")}}
 
 
+def headline_figures(name: str, figures: dict, detectable: float | None) -> dict:
+    """One attack's headline entries from its ``evaluate`` figures: the AUC with its interval and the smallest
+    excess over 0.5 the draw could detect (``detectable``: the AUC it detects), and the TPR at each FPR target
+    with its interval."""
+    return {f"{name}_auc": figures["auc"], f"{name}_auc_ci95": figures["auc_ci95"],
+            f"{name}_auc_mde": None if detectable is None or figures["auc"] is None else detectable - 0.5,
+            **{f"{name}_tpr_at_{key}_fpr{ci}": figures[f"tpr_at_{key}_fpr{ci}"] for key in FPRS
+               for ci in ("", "_ci95")}}
+
+
 BLIND_FOLDS = 5
 
 

@@ -90,6 +90,7 @@ from fedmem.audit.membership import (
     bootstrap_indices,
     evaluate,
     fpr_label,
+    headline_figures,
     mean_nll,
     undefined_evaluation,
     unreachable_note,
@@ -352,11 +353,7 @@ class MembershipInference(OnTheAttacksDraw, AuditMethod):
         headline: dict = {"members": pooled["members"], "nonmembers": pooled["nonmembers"]}
         detectable = detectable_auc(pooled["members"], pooled["nonmembers"])  # the same for every attack
         for a in ATTACKS:
-            f = pooled["attacks"][a]
-            headline |= {f"{a}_auc": f["auc"], f"{a}_auc_ci95": f["auc_ci95"],
-                         f"{a}_auc_mde": None if detectable is None or f["auc"] is None else detectable - 0.5,
-                         **{f"{a}_tpr_at_{key}_fpr{ci}": f[f"tpr_at_{key}_fpr{ci}"] for key in FPRS
-                            for ci in ("", "_ci95")}}
+            headline |= headline_figures(a, pooled["attacks"][a], detectable)
         blind = pooled.pop("blind")
         headline |= {"blind_auc": None if blind is None else blind["auc"],
                      "blind_auc_ci95": None if blind is None else blind["auc_ci95"],

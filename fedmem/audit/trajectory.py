@@ -56,6 +56,7 @@ from fedmem.audit.membership import (
     bootstrap_indices,
     evaluate,
     fpr_label,
+    headline_figures,
     mean_nll,
     undefined_evaluation,
     unreachable_note,
@@ -152,10 +153,7 @@ class TrajectoryMembership(OnTheAttacksDraw, AuditMethod):
         headline = {"members": int(m.sum()), "nonmembers": int(n.sum())}
         detectable = detectable_auc(int(m.sum()), int(n.sum()))
         for a in ATTACKS:
-            headline |= {f"{a}_auc": attacks[a]["auc"], f"{a}_auc_ci95": attacks[a]["auc_ci95"],
-                         f"{a}_auc_mde": None if detectable is None or attacks[a]["auc"] is None else detectable - 0.5,
-                         **{f"{a}_tpr_at_{key}_fpr{ci}": attacks[a][f"tpr_at_{key}_fpr{ci}"] for key in FPRS
-                            for ci in ("", "_ci95")}}
+            headline |= headline_figures(a, attacks[a], detectable)
         for other in ("ref", "loss"):
             gain = gain_ci = None
             # at round 1 the mean drop since round 0 is the reference attack's statistic itself: a gain over it is 0
