@@ -43,7 +43,8 @@ def test_a_round_line_holds_every_methods_headline(run):
               for k in ("excess_intra", "excess_inter")}
     assert f"MR_Intra excess {excess['excess_intra']}  MR_Inter excess {excess['excess_inter']}" in line
     # an interval that holds 0 says the smallest excess this audit detects
-    assert "(under " in excess["excess_intra"] or not mr["excess_intra_ci95"][0] <= 0 <= mr["excess_intra_ci95"][1]
+    assert ("(under " in excess["excess_intra"] or "(no excess can show" in excess["excess_intra"]
+            or not mr["excess_intra_ci95"][0] <= 0 <= mr["excess_intra_ci95"][1])
     assert f"PA-memorized {pa['pa_memorized']} of {pa['audited']}" in line
     assert f"PEARL TPR {pct_ci(pearl['tpr'], pearl['tpr_ci95'])}  PEARL FPR {pct_ci(pearl['fpr'], pearl['fpr_ci95'])}" in line
     assert re.search(r"  [\d.]+ s training \+ [\d.]+ s audit$", line), line
@@ -113,3 +114,11 @@ def test_verbose_flags_are_taken_out_of_the_overrides():
     assert verbosity(["-m", "-vv", "seed=0,1"]) == (2, ["-m", "seed=0,1"])
     assert verbosity(["--verbose", "run=x"]) == (1, ["run=x"])
     assert verbosity(["a=-v"]) == (0, ["a=-v"])
+
+
+def test_an_excess_says_what_its_interval_cannot_rule_out_and_a_control_at_100_percent_says_none_can_show():
+    assert figure_text("difference", 0.01, [-0.02, 0.04], mde=0.0294) == "+1.00 pts [-2.00, +4.00] (under 2.94 pts)"
+    assert figure_text("difference", 0.05, [0.01, 0.09], mde=0.0294) == "+5.00 pts [+1.00, +9.00]"  # 0 outside
+    assert figure_text("difference", -0.0083, [-0.0298, 0.066], mde=0.0) == \
+        "-0.83 pts [-2.98, +6.60] (no excess can show: the control is at 100%)"
+    assert figure_text("score", 0.52, [0.45, 0.6], mde=0.11, null=0.5) == "0.52 [0.45, 0.60] (under 0.61)"

@@ -53,7 +53,7 @@ def figure_text(kind: str, x, ci: list | None = None, total=None, mde: float | N
     """A figure by its kind (``fedmem.audit.base.Figure``): a rate in percent, a difference in points, a count (of
     ``total`` when given), a score as a number; each with its interval when it has one, and where that interval
     holds the ``null`` (no effect), the smallest effect the audit detects (``mde``): ``(under 2.94 pts)``,
-    ``(under 0.61)`` for an AUC."""
+    ``(under 0.61)`` for an AUC; an excess over a control rate of 100% says that no excess can show."""
     if kind == "rate":
         return pct_ci(x, ci)
     if kind == "difference":
@@ -63,8 +63,11 @@ def figure_text(kind: str, x, ci: list | None = None, total=None, mde: float | N
     else:
         text = score_ci(x, ci)
     if mde is not None and x is not None and ci and ci[0] is not None and ci[0] <= null <= ci[1]:
-        text += f" (under {100 * mde:.{DECIMALS}f} pts)" if kind == "difference" else \
-            f" (under {null + mde:.{DECIMALS}f})"
+        if kind == "difference" and mde <= 0:  # the control rate is 100%: its ceiling leaves no room for an excess
+            text += " (no excess can show: the control is at 100%)"
+        else:
+            text += f" (under {100 * mde:.{DECIMALS}f} pts)" if kind == "difference" else \
+                f" (under {null + mde:.{DECIMALS}f})"
     return text
 
 
