@@ -8,6 +8,8 @@ one, except rows a natural partition leaves out because they belong to no client
 
 from __future__ import annotations
 
+import contextlib
+import io
 import random
 from typing import Any
 
@@ -52,9 +54,10 @@ def natural(client_ids: list[Any], num_clients: int) -> list[list[int]]:
         )
     p = NaturalIdPartitioner(partition_by="client")
     p.dataset = _index_dataset(client=ids, src=[row for row, _ in kept])
-    _ = p.num_partitions  # builds the (lazy) partition id <-> natural id mapping
-    order = {nat: pid for pid, nat in p.partition_id_to_natural_id.items()}
-    return [sorted(_column(p.load_partition(order[nat]), "src")) for nat in distinct]
+    with contextlib.redirect_stderr(io.StringIO()):  # its per-row progress bar says nothing to a fedmem user
+        _ = p.num_partitions  # builds the (lazy) partition id <-> natural id mapping
+        order = {nat: pid for pid, nat in p.partition_id_to_natural_id.items()}
+        return [sorted(_column(p.load_partition(order[nat]), "src")) for nat in distinct]
 
 
 def dirichlet(labels: list[Any], num_clients: int, alpha: float, seed: int) -> list[list[int]]:
