@@ -113,6 +113,10 @@ def test_against_the_planted_truth():
     # known truth: s0 (canary: positive), s1 (canary: positive), s2 (generic: negative); s3 unknown
     # decisions T, F, T against truth T, T, F: p_o = 1/3, p_e = (2/3)(2/3) + (1/3)(1/3) = 5/9, kappa = -1/2
     assert out["truth"]["a"] == {"n": 3, "kappa": pytest.approx(-0.5)}
+    # truth on one side only (held-out samples, nothing planted): no kappa, no line on the page
+    test_only = rows([True, False, True, False], [1, 0, 1, 0], tags={0: generic, 1: generic, 2: {}, 3: {}})
+    out = agreement({"a": test_only, "b": test_only}, ids(4), seed=0)
+    assert "truth" not in out and "planted truth" not in "\n".join(_agreement_table(out))
 
 
 # ---------------------------------------------------------------- the common draw

@@ -149,7 +149,7 @@ def agreement(verdicts: dict[str, list[dict]], common: set[str], seed: int) -> d
     for lab in labels:
         known = [(truth_label(r.get("tags") or {}, r.get("split", "train")), bool(r["decision"]))
                  for r in verdicts[lab] if truth_label(r.get("tags") or {}, r.get("split", "train")) is not None]
-        if known:
+        if len({t for t, _ in known}) == 2:  # one side alone (held-out samples, no planted canary) decides nothing
             truth[lab] = {"n": len(known), "kappa": cohen_kappa([t for t, _ in known], [d for _, d in known])}
     if truth:
         out["truth"] = truth
