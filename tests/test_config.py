@@ -222,7 +222,7 @@ def test_a_method_whose_draw_misses_the_common_draw_fails_before_training(compos
                                          r"suffix "
                                          r"tokens \(audit.pa.suffix_len\).*: set audit.common_draw=\d+"):
         checked_plan(from_dict(compose("audit.methods=[utility,pa]", "audit.common_draw=9")), data, tokenizer)
-    run, _ = checked_plan(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
+    run, *_ = checked_plan(from_dict(compose("audit.methods=[utility,pa,pearl]", "audit.common_draw=3",
                                           "audit.pearl.n=3")), data, tokenizer)
     assert [len(ids) for ids in run.common_draw.values()] == [3, 3]
 

@@ -12,6 +12,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from bench.staging import fedmem, fedmem_env
 from fedmem.cli import main
@@ -117,13 +118,23 @@ def test_audit_size_auto_fits_every_audit_to_the_data_and_says_what_it_chose(tic
     assert "audit.samples_per_client=" in chosen and "audit.mr.n=" in chosen
 
 
-def test_a_run_says_which_rows_it_dropped_in_its_plan_its_report_and_its_page(tickets, cache_dir, tmp_path):
+def test_a_run_says_which_rows_it_dropped_and_records_the_sizes_it_audited(tickets, cache_dir, tmp_path):
     run = tmp_path / "run"
     out = _fedmem(cache_dir, "run", "data=local", f"data.path={tickets[0]}", "task=text", "data.columns={text:ticket}",
                   "data.client_column=desk", "data.num_clients=3", "data.train_per_client=80",
                   "data.test_per_client=16", "audit.size=auto", "strategy=centralized", "strategy.num_rounds=1",
-                  "audit.methods=[utility]", f"hydra.run.dir={run}", *TINY)
+                  "audit.methods=[utility,pa]", f"hydra.run.dir={run}", *TINY)
     assert out.returncode == 0, out.stderr[-2000:]
+    # the sizes audit.size=auto chose are the ones the run records, its page shows and a re-audit would read
+    chosen = next(x for x in out.stderr.splitlines() if x.startswith("fedmem: audit.size=auto: "))
+    chosen = dict(kv.split("=") for kv in chosen.removeprefix("fedmem: audit.size=auto: ").split(", "))
+    assert "audit.utility.n" in chosen and "audit.common_draw" in chosen, chosen
+    saved = yaml.safe_load((run / "config.yaml").read_text())["audit"]
+    assert saved["size"] == "fixed"
+    for key, value in chosen.items():
+        parts = key.split(".")[1:]
+        assert str(saved[parts[0]] if len(parts) == 1 else saved[parts[0]][parts[1]]) == value, key
+    assert f"| audit.utility | n {chosen['audit.utility.n']} |" in (run / "report.md").read_text()
     plan = next(x for x in (out.stdout + out.stderr).splitlines() if x.startswith("fedmem: 3 clients (train/test: "))
     assert "; 90 of 471 rows dropped for an empty field (accounts 30, billing 30, network 30);" in plan
     assert re.search(r"test samples \(left out, in all: train \d+ repeated, \d+ under \d+ tokens", plan), plan

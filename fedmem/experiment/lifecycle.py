@@ -96,8 +96,11 @@ def stop(run_dir, rounds: int) -> str:
 def start(d: dict, run_dir: str) -> tuple[ExperimentConfig, str]:
     """(the validated config, the preflight summary) of a new run: everything checked (``runtime.preflight``), then
     its directory created and the resolved config written into it. Bad input raises ValueError before any of that."""
+    from fedmem.experiment.loading import audit_plan, audited_config  # torch: loaded by the preflight anyway
+
     cfg = from_dict({**d, "run_dir": run_dir})
     summary = preflight(cfg)  # data, model and audit pool: before the run directory exists or Ray starts
+    cfg = audited_config(cfg, audit_plan(cfg))  # the sizes audit.size=auto chose, as the run records them
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     write_config(cfg, Path(run_dir) / "config.yaml")
     return cfg, summary

@@ -88,10 +88,13 @@ def sequence_length(cfg: ExperimentConfig) -> int:
 
 
 class AuditPlan(NamedTuple):
-    """What every round audits: the run's audit pool and each enabled method's validated config."""
+    """What every round audits: the run's audit pool, each enabled method's validated config, and the sizes
+    ``audit.size=auto`` chose (empty under ``fixed``), which the config a run records must hold
+    (``audited_config``)."""
 
     pool: AuditPool
     configs: dict[str, Any]
+    sizes: dict[str, Any]
 
 
 def size_setting(name: str, cfg) -> str:
@@ -108,9 +111,10 @@ def checked_plan(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None
     every = dataclasses.replace(cfg.audit, samples_per_client="all", test_per_client="all")
     fits, problems = audit_sizes(cfg, build_audit_pool(every, cfg.task, data, tokenizer, cfg.seed, trained_len),
                                  method_configs(cfg))
+    sizes = {}
     if cfg.audit.size == "auto":
         say(chosen_line(fits, cfg))
-        cfg = sized(cfg, fits)
+        cfg, sizes = sized(cfg, fits), fits
     elif problems:  # every setting the data cannot fill, at once
         raise ValueError("; ".join(problems))
     pool = build_audit_pool(cfg.audit, cfg.task, data, tokenizer, cfg.seed, trained_len)
@@ -125,7 +129,13 @@ def checked_plan(cfg: ExperimentConfig, data, tokenizer, trained_len: int | None
     audited = {name: AUDIT_METHODS[name].audited_train(c, pool) for name, c in configs.items()}
     check_common_draw(pool, {name: ids for name, ids in audited.items() if ids is not None},
                       {name: size_setting(name, c) for name, c in configs.items()})
-    return AuditPlan(pool, configs)
+    return AuditPlan(pool, configs, sizes)
+
+
+def audited_config(cfg: ExperimentConfig, plan: AuditPlan) -> ExperimentConfig:
+    """The config as audited: under ``audit.size=auto``, every size the plan chose and the sizing fixed, so that a
+    run's config.yaml, its pages and any later re-audit hold the sizes that were audited."""
+    return sized(cfg, plan.sizes) if plan.sizes else cfg
 
 
 def audit_plan(cfg: ExperimentConfig) -> AuditPlan:

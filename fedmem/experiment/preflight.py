@@ -90,7 +90,7 @@ def preflight(cfg: ExperimentConfig) -> str:
     from fedmem.engine.model.load import lora_size  # torch and transformers, as the loaders below
     from fedmem.experiment.loading import base_model
 
-    data, (pool, configs) = data_and_plan(cfg)
+    data, (pool, configs, _) = data_and_plan(cfg)
     base, _, where = base_model(cfg)
     if (line := noise_warning(cfg, lora_size(base, cfg.model))) is not None:
         say(line)
@@ -165,7 +165,7 @@ def data_check(cfg: ExperimentConfig) -> str:
     account of the data (``MemorizationRatio.before_training``, as its view writes it: the held-out texts left out as
     training text, the data's floor on all and on distinctive text, the passages several clients or the public share
     hold). The audit pool and MR's settings are the run's own."""
-    data, (pool, configs) = data_and_plan(cfg)
+    data, (pool, configs, _) = data_and_plan(cfg)
     mr_cfg = configs.get("mr") or method_configs(dataclasses.replace(
         cfg, audit=dataclasses.replace(cfg.audit, methods=["mr"])))["mr"]
     mr = AUDIT_METHODS["mr"](mr_cfg, pool)

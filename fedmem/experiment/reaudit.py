@@ -56,7 +56,7 @@ from fedmem.experiment.archive import (
 )
 from fedmem.experiment.auditor import Auditor, make_auditor
 from fedmem.experiment.lifecycle import set_status
-from fedmem.experiment.loading import AuditPlan, audit_plan, checked_plan, federated_data
+from fedmem.experiment.loading import AuditPlan, audit_plan, audited_config, checked_plan, federated_data
 from fedmem.federation.strategies import CENTRALIZED
 from fedmem.reports.sweep import write_sweep_report
 
@@ -130,7 +130,9 @@ def prepare_reaudit(run_dir: str, overrides: list[str], rounds: str | None, out:
     cfg = from_dict(d)
     rounds_ = _rounds(run, rounds)
     check_kept_updates(cfg, run, rounds_)
-    audit_plan(cfg)  # a pool the data cannot fill fails here (and the auditor audits this one)
+    # a pool the data cannot fill fails here; the config holds the sizes audit.size=auto chose, as the audit
+    # records them
+    cfg = audited_config(cfg, audit_plan(cfg))
     return cfg, rounds_, run
 
 
@@ -250,7 +252,8 @@ def prepare_external(overrides: list[str], name: str | None) -> tuple[Experiment
     check_local_model(cfg.model)
     check_membership(cfg)
     check_no_updates_needed(cfg)
-    return cfg, checked_plan(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
+    plan = checked_plan(cfg, federated_data(cfg), load_tokenizer(cfg.model, cfg.cache_dir))
+    return audited_config(cfg, plan), plan
 
 
 def check_membership(cfg: ExperimentConfig) -> None:

@@ -112,7 +112,7 @@ def audit_sizes(cfg, full: AuditPool, configs: dict) -> tuple[dict[str, int], li
 
 
 def sized(cfg, fits: dict[str, int]):
-    """``cfg`` with every audit size set to what fits (``audit.size=auto``)."""
+    """``cfg`` with every audit size set to what fits and the sizing fixed (``audit.size=auto`` resolved)."""
     audit = cfg.audit
     top = {k.removeprefix("audit."): v for k, v in fits.items() if k.count(".") == 1}
     sections = dict(audit.sections)
@@ -120,7 +120,7 @@ def sized(cfg, fits: dict[str, int]):
         if key.count(".") == 2:
             _, name, field = key.split(".")
             sections[name] = dataclasses.replace(sections[name], **{field: value})
-    return dataclasses.replace(cfg, audit=dataclasses.replace(audit, **top, sections=sections))
+    return dataclasses.replace(cfg, audit=dataclasses.replace(audit, **top, sections=sections, size="fixed"))
 
 
 def chosen_line(fits: dict[str, int], cfg) -> str:
