@@ -259,7 +259,11 @@ def test_section_is_serialisable_and_follows_the_report_schema(lora):
     md = view_for(method).markdown(trained)
     assert "| Min-K%++ |" in md and "TPR @ 1% FPR" in md
     assert "steps of 2.08%" in trained["note"]  # the round page shows a section's note above its view
-    assert view_for(method).summary(lora[4], trained).startswith("**Membership inference.**")
+    summary = view_for(method).summary(lora[4], trained)
+    assert summary.startswith("**Membership inference.**") and "n/a" not in summary
+    # a TPR the non-members cannot resolve is absent with its reason, not n/a
+    assert re.search(r"has TPR [\d.]+% at 5% FPR \(no TPR at 0.1% or 1% FPR, below the 1/48 step of 48 "
+                     r"non-members\)\.$", summary), summary
 
 
 def test_truth_rows_decide_at_the_5pct_threshold_of_the_chosen_attack(lora):

@@ -14,7 +14,7 @@ from typing import Any
 from fedmem.audit.base import AuditMethod, Figure
 from fedmem.common import registry
 from fedmem.audit.membership import FPRS, fpr_label
-from fedmem.common.fmt import figure_text, pct_ci
+from fedmem.common.fmt import figure_text, pct, pct_ci
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,21 @@ def tpr_cells(evaluation: dict) -> str:
     """One attack's TPR at each FPR target with its bootstrap interval; n/a where the target is below the FPR's
     resolution (1 / non-members) or a side is empty."""
     return " | ".join(pct_ci(evaluation[f"tpr_at_{k}_fpr"], evaluation.get(f"tpr_at_{k}_fpr_ci95")) for k in FPRS)
+
+
+def tpr_phrase(headline: dict, attack: str, nonmembers: int | None) -> str:
+    """An attack's TPR at the FPR targets its non-members resolve, lowest first ("8.33% at 1% FPR and 16.67% at 5%"),
+    and the targets they do not, with why ("1% and 0.1% FPR are below the 1/48 step of 48 non-members"): a
+    reader sees a reason, never n/a."""
+    keys = sorted(FPRS, key=FPRS.get)
+    shown = [k for k in keys if headline.get(f"{attack}_tpr_at_{k}_fpr") is not None]
+    text = " and ".join(f"{pct(headline[f'{attack}_tpr_at_{k}_fpr'])} at {fpr_label(k)} FPR" for k in shown)
+    missing = [fpr_label(k) for k in keys if k not in shown]
+    if not missing:
+        return text
+    why = (f"below the 1/{nonmembers} step of {nonmembers} non-members" if nonmembers else "with no non-members")
+    gap = f"no TPR at {' or '.join(missing)} FPR, {why}"
+    return f"{text} ({gap})" if text else gap
 
 
 class View:

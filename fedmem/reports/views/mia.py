@@ -8,9 +8,8 @@ import numpy as np
 
 from fedmem.audit.membership import FPRS
 from fedmem.audit.mia import ATTACKS, LABELS, ORIENTATION
-from fedmem.common.fmt import pct
 from fedmem.common.io import pyplot, save_figure
-from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header
+from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header, tpr_phrase
 
 
 @register_view("mia")
@@ -101,7 +100,6 @@ class MembershipInferenceView(View):
         best = max(defined, key=lambda a: h[f"{a}_auc"])
         aucs = ", ".join(f"{LABELS[a]} {h[f'{a}_auc']:.2f}" for a in defined)
         was = f.get(f"{best}_auc")
-        return (f"**Membership inference.** ROC AUC of members against non-members: {aucs}. The strongest, "
-                f"{LABELS[best]}, flags {pct(h[f'{best}_tpr_at_1pct_fpr'])} of the members at 1% FPR and "
-                f"{pct(h[f'{best}_tpr_at_5pct_fpr'])} at 5% (first audited round: AUC "
-                f"{'n/a' if was is None else f'{was:.2f}'}).")
+        then = "" if was is None else f" (first audited round: AUC {was:.2f})"
+        return (f"**Membership inference.** ROC AUC of members against non-members: {aucs}{then}. The strongest, "
+                f"{LABELS[best]}, has TPR {tpr_phrase(h, best, h.get('nonmembers'))}.")

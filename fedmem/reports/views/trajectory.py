@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fedmem.audit.membership import FPRS
 from fedmem.audit.trajectory import ATTACKS
-from fedmem.common.fmt import pct, score_ci
-from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header
+from fedmem.common.fmt import score_ci
+from fedmem.reports.views.base import Panel, View, register_view, tpr_cells, tpr_header, tpr_phrase
 
 
 def verdict(gain: float | None, ci: list | None) -> str:
@@ -51,7 +51,8 @@ class TrajectoryView(View):
         gain, ci = h["gain_over_ref"], h["gain_over_ref_ci95"]
         return (f"**Membership from the loss trajectory.** Its mean loss drop over the global models of rounds "
                 f"{rounds[0]}..{rounds[-1]} separates members from non-members with ROC AUC "
-                f"{score_ci(h['trajectory_auc'], h['trajectory_auc_ci95'])} (TPR {pct(h['trajectory_tpr_at_1pct_fpr'])} "
-                f"at 1% FPR), against {score_ci(h['loss_auc'], h['loss_auc_ci95'])} for LOSS and "
+                f"{score_ci(h['trajectory_auc'], h['trajectory_auc_ci95'])} (TPR "
+                f"{tpr_phrase(h, 'trajectory', h.get('nonmembers'))}), against "
+                f"{score_ci(h['loss_auc'], h['loss_auc_ci95'])} for LOSS and "
                 f"{score_ci(h['ref_auc'], h['ref_auc_ci95'])} for the reference attack on the last round alone: "
                 f"gain over the reference {score_ci(gain, ci)}, {verdict(gain, ci)}.")
