@@ -161,7 +161,9 @@ def test_section_follows_the_report_schema_and_reads_on_the_pages(runs):
     md = view.markdown(sections[ROUNDS])
     assert all(f"| {sections[ROUNDS]['attacks'][a]['label']} |" in md for a in ATTACKS)
     assert "Trajectory − reference AUC:" in md
-    assert view.summary(sections[0], sections[ROUNDS]).startswith("**Membership from the loss trajectory.** Its mean")
+    summary = view.summary(sections[0], sections[ROUNDS])
+    assert summary.startswith("**Membership from the loss trajectory.** Its mean") and "n/a" not in summary
+    assert "% at 5% FPR" in summary and ("non-members)" in summary or "% at 1% FPR" in summary), summary
     assert view.summary(sections[0], sections[0]).endswith("only round 0 was audited.")
 
 
