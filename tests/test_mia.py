@@ -3,6 +3,7 @@ and the audit method on a real tiny model whose LoRA adapters memorized the memb
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -264,6 +265,16 @@ def test_section_is_serialisable_and_follows_the_report_schema(lora):
     # a TPR the non-members cannot resolve is absent with its reason, not n/a
     assert re.search(r"has TPR [\d.]+% at 5% FPR \(no TPR at 0.1% or 1% FPR, below the 1/48 step of 48 "
                      r"non-members\)\.$", summary), summary
+
+
+def test_an_attack_whose_auc_interval_lies_below_one_half_reads_as_worse_than_chance(lora):
+    _, _, _, method, fresh, trained = lora
+    inverted = copy.deepcopy(trained)
+    inverted["headline"] |= {"zlib_auc": 0.31, "zlib_auc_ci95": [0.22, 0.41]}
+    summary = view_for(method).summary(fresh, inverted)
+    assert summary.endswith(" zlib does worse than chance (the AUC's interval lies below 0.5): on this data its score "
+                            "ranks non-members above members."), summary
+    assert "worse than chance" not in view_for(method).summary(fresh, trained)  # every interval reaches 0.5 or more
 
 
 def test_truth_rows_decide_at_the_5pct_threshold_of_the_chosen_attack(lora):
