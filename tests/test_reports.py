@@ -125,3 +125,19 @@ def test_html_pages_render_self_contained_in_a_browser(run_dir):
                     "Prior-Aware memorization (PA)", "Utility on held-out test samples"):
         assert heading in round_text
     assert re.search(r"<redacted sha256:[0-9a-f]{12} len=\d+>", round_text)  # PA's excerpts, shown as markers
+
+
+@pytest.mark.parametrize("ci, mde, verdict", [
+    ([0.01, 0.09], 0.03, "generations from training prefixes match the training suffixes more often than "
+                         "generations from held-out prefixes do"),
+    ([-0.02, 0.04], 0.0294, "no excess over held-out prefixes is detectable at this sample size (an excess under "
+                            "2.94 points would go unseen)"),
+    ([-0.0298, 0.066], 0.0, "the held-out control is at 100% (every held-out prefix's generation matches a training "
+                            "suffix), so no excess can show"),
+])
+def test_the_answer_reads_mrs_excess_against_its_interval_and_the_smallest_effect_it_detects(ci, mde, verdict):
+    from fedmem.reports.views.mr import MemorizationRatioView
+
+    headline = {"excess_total": sum(ci) / 2, "excess_total_ci95": ci, "excess_total_mde": mde}
+    answer = MemorizationRatioView._excess_sentence({"headline": headline}, {"headline": headline})[0]
+    assert f"): {verdict}" in answer, answer

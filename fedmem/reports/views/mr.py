@@ -212,11 +212,17 @@ class MemorizationRatioView(View):
                              for key, label in (("intra", "MR_Intra"), ("inter", "MR_Inter"), ("total", "MR_Total"))
                              if prefix + key in h)
 
-        above = (h.get("excess_total_ci95") or [0])[0] > 0
-        verdict = ("generations from training prefixes match the training suffixes more often than generations from "
-                   "held-out prefixes do (the interval lies above 0): memorization beyond the data's style" if above
-                   else "no excess over held-out prefixes is detectable at this sample size: what MR counts here, "
-                        "fluent text in the clients' style produces as well")
+        above, mde = (h.get("excess_total_ci95") or [0])[0] > 0, h.get("excess_total_mde")
+        if above:
+            verdict = ("generations from training prefixes match the training suffixes more often than generations "
+                       "from held-out prefixes do (the interval lies above 0): memorization beyond the data's style")
+        elif mde is not None and mde <= 0:  # a control at 100% leaves an excess no room at all
+            verdict = ("the held-out control is at 100% (every held-out prefix's generation matches a training "
+                       "suffix), so no excess can show")
+        else:
+            unseen = f" (an excess under {100 * mde:.2f} points would go unseen)" if mde else ""
+            verdict = (f"no excess over held-out prefixes is detectable at this sample size{unseen}: what MR counts "
+                       "here, fluent text in the clients' style produces as well")
         first_total = (f" (first audited round: MR_Total {pts_ci(f['excess_total'], f.get('excess_total_ci95'))})"
                        if "excess_total" in f else "")
         own = (f"own record: MR_Intra {pts_ci(h['excess_own_intra'], h.get('excess_own_intra_ci95'))}"
