@@ -47,9 +47,9 @@ def tpr_cells(evaluation: dict) -> str:
 
 
 def tpr_phrase(headline: dict, attack: str, nonmembers: int | None) -> str:
-    """An attack's TPR at the FPR targets its non-members resolve, lowest first ("8.33% at 1% FPR and 16.67% at 5%"),
-    and the targets they do not, with why ("1% and 0.1% FPR are below the 1/48 step of 48 non-members"): a
-    reader sees a reason, never n/a."""
+    """An attack's TPR at the FPR targets its non-members resolve, lowest first ("8.33% at 1% FPR and 16.67% at 5%
+    FPR"), and the targets they do not, with why ("no TPR at 0.1% or 1% FPR, below the 1/48 step of 48
+    non-members"): a reader sees a reason, never n/a."""
     keys = sorted(FPRS, key=FPRS.get)
     shown = [k for k in keys if headline.get(f"{attack}_tpr_at_{k}_fpr") is not None]
     text = " and ".join(f"{pct(headline[f'{attack}_tpr_at_{k}_fpr'])} at {fpr_label(k)} FPR" for k in shown)
