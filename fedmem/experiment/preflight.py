@@ -118,7 +118,9 @@ def data_and_plan(cfg: ExperimentConfig):
         return federated_data(cfg), audit_plan(cfg)
     except DataRefused as refused:
         problems, fitted = [str(refused)], cfg
-        while refused.fits is not None:
+        for _ in range(3):  # the columns, the split, the audit: each stage's values let the next one be checked
+            if refused.fits is None:
+                break
             fitted = dataclasses.replace(fitted, data=dataclasses.replace(fitted.data, **refused.fits))
             try:  # audit.size=auto sizes the audits to whatever the data gives: only the data can refuse
                 federated_data(fitted) if cfg.audit.size == "auto" else audit_plan(fitted)
