@@ -272,7 +272,7 @@ def test_an_attack_whose_auc_interval_lies_below_one_half_reads_as_worse_than_ch
     inverted = copy.deepcopy(trained)
     inverted["headline"] |= {"zlib_auc": 0.31, "zlib_auc_ci95": [0.22, 0.41]}
     summary = view_for(method).summary(fresh, inverted)
-    assert summary.endswith(" zlib does worse than chance (the AUC's interval lies below 0.5): on this data its score "
+    assert summary.endswith(" zlib does worse than chance (the AUC's interval lies below 0.5): on this data the score "
                             "ranks non-members above members."), summary
     assert "worse than chance" not in view_for(method).summary(fresh, trained)  # every interval reaches 0.5 or more
 

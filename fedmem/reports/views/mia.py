@@ -104,7 +104,7 @@ class MembershipInferenceView(View):
         # an AUC whose whole interval lies below 0.5 ranks non-members above members: worse than chance, said
         inverted = [LABELS[a] for a in defined if (ci := h.get(f"{a}_auc_ci95")) and ci[1] < 0.5]
         worse = (f" {', '.join(inverted)} {'does' if len(inverted) == 1 else 'do'} worse than chance (the AUC's "
-                 "interval lies below 0.5): on this data its score ranks non-members above members.") if inverted \
+                 "interval lies below 0.5): on this data the score ranks non-members above members.") if inverted \
             else ""
         return (f"**Membership inference.** ROC AUC of members against non-members: {aucs}{then}. The strongest, "
                 f"{LABELS[best]}, has TPR {tpr_phrase(h, best, h.get('nonmembers'))}.{worse}")
