@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.generated_text import texts  # noqa: E402
 from bench.staging import fedmem, fedmem_env  # noqa: E402
-from tests.helpers import texts  # noqa: E402
 
 DESKS = ("billing", "network", "accounts")
 

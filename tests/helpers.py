@@ -14,9 +14,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import torch
 
+from bench.generated_text import sentences, texts  # noqa: F401  (texts: the tests' paragraphs, from here)
 from fedmem.audit.base import AuditPool, AuditSample
 from fedmem.audit.pool import header_ids, text_sample, with_training_form
 from fedmem.audit.training_context import TrainingFrame
@@ -32,25 +32,6 @@ def words(text: str) -> list[str]:
 
 
 USER_TEMPLATE = "Please continue the following text. {text}"
-
-SUBJECTS = ["The patient", "Our team", "The galaxy", "A doctor", "The committee", "This model", "The river", "A farmer"]
-VERBS = ["reported", "observed", "described", "measured", "discovered", "remembered", "explained", "noticed"]
-OBJECTS = ["a severe headache", "the faint signal", "an unusual pattern", "the new medication", "a quiet village",
-           "the dark matter halo", "several old records", "a rapid change"]
-TAILS = ["after three weeks.", "during the night.", "in the northern region.", "with great care.",
-         "before the meeting ended.", "near the old bridge.", "under heavy rain.", "without any warning."]
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    rng = np.random.default_rng(seed)
-    parts = (SUBJECTS, VERBS, OBJECTS, TAILS)
-    return [" ".join(rng.choice(p) for p in parts) for _ in range(n)]
-
-
-def texts(n: int, seed: int, n_sentences: int = 6) -> list[str]:
-    """``n`` paragraphs of ``n_sentences`` random sentences each."""
-    return [" ".join(sentences(n_sentences, seed * 1000 + i)) for i in range(n)]
-
 
 @functools.lru_cache(maxsize=2)
 def tiny_tokenizer(vocab_size: int = 512):
