@@ -77,6 +77,8 @@ def test_scores_are_float32_sums_and_ties_rank_by_document_order():
       "o'neil's"]),
     ("x² ½ ¼ ①②  3,4;5 a'b'c 'quoted' \"double\" (paren) [bracket] #hash $100 50% a/b",
      ["x", "3,4;5", "a'b'c", "quoted", "double", "paren", "bracket", "hash", "100", "50", "a", "b"]),
+    ("Copyright © 2005,2006 Acme® Inc, Widget™ ©©",  # the emoji of licence texts are tokens, as Lucene 9 makes them
+     ["copyright", "©", "2005,2006", "acme", "®", "inc", "widget", "™", "©", "©"]),
 ])
 def test_standard_tokenizer_word_boundaries(text, tokens):
     assert standard_tokens(text) == tokens

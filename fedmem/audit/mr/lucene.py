@@ -7,8 +7,9 @@ arithmetic.
   Han ideograph or a Hiragana character is a token of its own, a Katakana run is one token. Tokens are lowercased
   and cut into pieces of at most 255 characters; a run of underscores alone is no token, nor are superscripts,
   fractions and other non-decimal numbers. Differences that remain, rare in English text: letters are
-  Python's (``str.isalpha``) rather than Unicode's Word_Break classes (combining marks end a token here; Hebrew,
-  Thai and emoji rules are not modelled), and lowercasing is Python's ``str.lower``, not Java's per-code-point one.
+  Python's (``str.isalpha``) rather than Unicode's Word_Break classes (combining marks end a token here; Hebrew
+  and Thai rules are not modelled, nor emoji beyond ©, ® and ™, each a token of its own as Lucene's emoji rule
+  makes them), and lowercasing is Python's ``str.lower``, not Java's per-code-point one.
 - Length norm: a document's length (its number of tokens) is stored in one byte (``SmallFloat.intToByte4``):
   exact below 24, rounded down to four significant bits beyond; BM25 uses the decoded length.
 - Scoring (``BM25Similarity``): idf = ln(1 + (N − n + 0.5) / (n + 0.5)) as a float; avgdl = total tokens / docs
@@ -34,6 +35,8 @@ _MID_LETTER = ":\u00b7\u0387\u05f4\u2027\ufe13\ufe55\uff1a"
 _MID_NUM_LET = ".\u2018\u2019\u2024\ufe52\uff07\uff0e'"
 _MID_NUM = ",;\u037e\u0589\u060c\u060d\u066c\u07f8\u2044\ufe10\ufe14\ufe50\ufe54\uff0c\uff1b"
 _SINGLE = "\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Hiragana, Han: one each
+# the emoji English prose carries (copyright, registered, trade mark): Lucene's emoji rule makes each a token
+_TEXT_EMOJI = "\u00a9\u00ae\u2122"
 _KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 # Python's \w also takes "other numbers" (superscripts, fractions, circled digits), which are no word characters
 # in UAX #29
@@ -41,7 +44,7 @@ _OTHER_NUMBERS = re.escape("".join(chr(c) for c in range(0x30000) if unicodedata
 _LETTER = rf"(?:(?![{_SINGLE}{_KATAKANA}{_OTHER_NUMBERS}])[^\W\d_])"
 _WORD_PART = rf"(?:{_LETTER}|\d|_)+"
 _TOKEN = re.compile(
-    rf"[{_SINGLE}]|[{_KATAKANA}]+"
+    rf"[{_SINGLE}{_TEXT_EMOJI}]|[{_KATAKANA}]+"
     rf"|{_WORD_PART}(?:(?:(?<={_LETTER})[{re.escape(_MID_LETTER + _MID_NUM_LET)}](?={_LETTER})"
     rf"|(?<=\d)[{re.escape(_MID_NUM + _MID_NUM_LET)}](?=\d)){_WORD_PART})*"
 )
