@@ -123,7 +123,7 @@ def main() -> None:
     ids = tok(" ".join(words), add_special_tokens=False)["input_ids"]
     need = args.seq * args.batch * (args.steps + 1)
     if len(ids) < need:
-        raise SystemExit("needs /usr/share/common-licenses for its English text")
+        raise SystemExit("needs the dependencies' licence texts (bench/references.py) for its English text")
     seqs = [ids[i : i + args.seq] for i in range(0, need, args.seq)]
 
     rows = []

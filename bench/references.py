@@ -7,6 +7,8 @@ Nothing here is part of fedmem: these are the outside references its targets are
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from fedmem.audit.mr.detector import Detection
@@ -33,17 +35,38 @@ def stored_length(n: int) -> int:
     return 24 + (i >> drop << drop)
 
 
-def english_passages(words_per_passage: int = 50, stride: int = 50) -> list[str]:
-    """Real English prose that every Debian system carries (the licence texts in /usr/share/common-licenses), cut
-    into passages of ``words_per_passage`` words every ``stride`` words; empty where the folder is missing. The
-    folder is only read (the test suite's guard, tests/guard.py, fails a session that changed it)."""
-    from pathlib import Path
+# installed dependencies of fedmem whose licence texts are the benches' English prose (read in this order)
+ENGLISH_SOURCES = ("numpy", "scipy", "pyarrow", "pillow", "matplotlib")
 
-    words = []
-    for path in sorted(Path("/usr/share/common-licenses").glob("*")):
-        if path.is_file():
-            words.extend(path.read_text(encoding="utf-8", errors="replace").split())
-    return [" ".join(words[i : i + words_per_passage]) for i in range(0, len(words) - words_per_passage, stride)]
+
+def english_files() -> list[Path]:
+    """The licence files that ``ENGLISH_SOURCES`` install with their metadata, in a fixed order (none for a package
+    that is not installed)."""
+    from importlib import metadata
+
+    found = []
+    for name in ENGLISH_SOURCES:
+        try:
+            files = metadata.distribution(name).files or []
+        except metadata.PackageNotFoundError:
+            continue
+        licences = [f for f in files if f.name.upper().startswith(("LICENSE", "LICENCE", "COPYING"))]
+        found += sorted((Path(f.locate()) for f in licences), key=str)
+    return found
+
+
+def english_passages(words_per_passage: int = 50, stride: int = 50) -> list[str]:
+    """Real English prose: the licence texts that fedmem's own dependencies install (``english_files``), each text
+    once, cut into passages of ``words_per_passage`` words every ``stride`` words, each passage once. The files are only read (the test suite's
+    guard, tests/guard.py, fails a session that changed them)."""
+    words, texts = [], set()
+    for path in english_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text not in texts:  # several packages ship the same licence
+            texts.add(text)
+            words.extend(text.split())
+    passages = [" ".join(words[i : i + words_per_passage]) for i in range(0, len(words) - words_per_passage, stride)]
+    return list(dict.fromkeys(passages))  # a passage once: the same clause in two licences is one text
 
 
 # Lucene's own BM25 over a "suffix" text field (StandardAnalyzer, BM25Similarity(1.2, 0.75)), queried as

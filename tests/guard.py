@@ -3,10 +3,10 @@ whole session, what no test may change, and fails the session when a test change
 
 Checked: the device nodes a test could reach by a stray path (``/dev/full``, ``/dev/null``, ``/dev/zero`` still the
 same character devices: as root, a library that writes a temp file and renames it over its target replaces a device
-node with a regular file), the system folders the tests only read (``/usr/share/common-licenses``, the benches'
-English text), the checkout's tracked files and its top level (nothing written into the checkout), and the user's
-home (every library cache a test run would fill, Hugging Face's, matplotlib's, Flower's, is pointed into the
-session's own directory by :func:`own_caches`).
+node with a regular file), the folders of the files the tests only read (the licence texts installed with
+fedmem's dependencies, the benches' English text), the checkout's tracked files and its top level (nothing written
+into the checkout), and the user's home (every library cache a test run would fill, Hugging Face's, matplotlib's,
+Flower's, is pointed into the session's own directory by :func:`own_caches`).
 
 Under pytest-xdist the check runs in the controlling process only, before the workers start and after they end.
 ``FEDMEM_GUARD_DEVICES``, ``FEDMEM_GUARD_READ_ONLY`` (paths joined by ``:``) and ``HOME`` say what is checked; the
@@ -25,8 +25,6 @@ from pathlib import Path
 import pytest
 
 DEVICES = "/dev/full:/dev/null:/dev/zero"
-# system folders the tests and benches read (bench/references.py's English text) and must never write
-READ_ONLY = "/usr/share/common-licenses"
 _OWN = "FEDMEM_TESTS_CACHES"  # the session's own directory of library caches (own_caches)
 # written by Python and pytest themselves (byte code; pytest's cache, at the session's end, after this check)
 NOT_WATCHED = {".pytest_cache", "__pycache__"}
@@ -91,9 +89,17 @@ def _listing(folder: str) -> dict[str, tuple]:
             for p in sorted(root.rglob("*")) if p.is_file()} if root.is_dir() else {}
 
 
+def read_only_folders() -> str:
+    """The folders of the files the tests and benches read English text from (bench/references.py: the licence
+    texts fedmem's dependencies install), joined by ``:``: read, never written."""
+    from bench.references import english_files
+
+    return ":".join(sorted({str(f.parent) for f in english_files()}))
+
+
 def machine_state(checkout: Path) -> dict:
     devices = os.environ.get("FEDMEM_GUARD_DEVICES", DEVICES).split(":")
-    read_only = [f for f in os.environ.get("FEDMEM_GUARD_READ_ONLY", READ_ONLY).split(":") if f]
+    read_only = [f for f in os.environ.get("FEDMEM_GUARD_READ_ONLY", read_only_folders()).split(":") if f]
     return {"devices": {d: _device(d) for d in devices},
             "read_only": {f: _listing(f) for f in read_only},
             "checkout": _tracked(checkout) if (checkout / ".git").exists() else {}}

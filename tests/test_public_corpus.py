@@ -19,9 +19,10 @@ SECTIONS = ["alpha", "beta", "gamma"]
 
 @pytest.fixture(scope="module")
 def prose(tmp_path_factory):
-    """Real English prose (Debian's licence texts) as a local JSONL: text, section (the client), a public flag."""
+    """Real English prose (the licence texts fedmem's dependencies install) as a local JSONL: text, section (the
+    client), a public flag."""
     passages = english_passages(words_per_passage=60, stride=60)
-    assert len(passages) >= 300, "needs /usr/share/common-licenses"
+    assert len(passages) >= 300, "needs the dependencies' licence texts (bench/references.py)"
     path = tmp_path_factory.mktemp("prose") / "prose.jsonl"
     rows = [{"text": t, "section": SECTIONS[i % 3], "open": "yes" if i % 10 == 0 else "no"}
             for i, t in enumerate(passages[:300])]

@@ -16,7 +16,7 @@ from tests.conftest import report_schema_errors
 @pytest.mark.slow
 def test_one_fedavg_round_of_smollm2_lowers_the_members_loss_and_reaudits(smollm2_dir, cache_dir, tmp_path, capsys):
     passages = english_passages(words_per_passage=36, stride=36)
-    assert len(passages) >= 40, "needs /usr/share/common-licenses"
+    assert len(passages) >= 40, "needs the dependencies' licence texts (bench/references.py)"
     data = tmp_path / "prose.jsonl"
     data.write_text("".join(json.dumps({"text": t, "section": "ab"[i % 2]}) + "\n" for i, t in enumerate(passages[:40])))
     d = compose_dict([
