@@ -51,8 +51,8 @@ def step(cache: str, *args: str) -> str:
 
 
 def main() -> None:
-    cache = os.environ.get("FEDMEM_CACHE") or tempfile.mkdtemp(prefix="fedmem-cache-")
     with tempfile.TemporaryDirectory(prefix="first-hour-") as tmp:
+        cache = os.environ.get("FEDMEM_CACHE") or str(Path(tmp) / "cache")  # none left behind unless asked for
         data = Path(tmp) / "tickets.jsonl"
         tickets(data)
         given = ["data=local", f"data.path={data}", "task=text"]
